@@ -1,0 +1,257 @@
+#include "collectives/communicator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "collectives/hierarchical_allreduce.h"
+#include "collectives/shm_algorithms.h"
+#include "collectives/shm_domain.h"
+#include "core/errors.h"
+#include "core/logging.h"
+
+namespace strata::collectives {
+
+std::string GroupTopology::describe() const {
+  std::string text = c10::str("ranks=", worldSize, " hosts=", numHosts, " local_ranks=[");
+  for (size_t i = 0; i < localRanks.size(); ++i) text += c10::str(i ? "," : "", localRanks[i]);
+  return text + c10::str("] local_index=", localIndex, uniformLocalSize ? "" : " (uneven hosts)");
+}
+
+GroupTopology buildTopology(int rank, const std::vector<int>& hostIndexOfRank) {
+  GroupTopology t;
+  t.rank = rank;
+  t.worldSize = static_cast<int>(hostIndexOfRank.size());
+  // Dense host numbering in order of first appearance by rank (emplace keeps the first).
+  std::map<int, int> dense;
+  for (int h : hostIndexOfRank) dense.emplace(h, static_cast<int>(dense.size()));
+  std::vector<std::vector<int>> byHost(dense.size());
+  for (int r = 0; r < t.worldSize; ++r) {
+    t.hostOf.push_back(dense.at(hostIndexOfRank[r]));
+    byHost[t.hostOf[r]].push_back(r);
+  }
+  t.numHosts = static_cast<int>(byHost.size());
+  t.localRanks = byHost[t.hostOf[rank]];
+  t.localIndex = static_cast<int>(std::find(t.localRanks.begin(), t.localRanks.end(), rank) -
+                                  t.localRanks.begin());
+  for (const auto& ranks : byHost) {
+    t.maxLocalSize = std::max(t.maxLocalSize, static_cast<int>(ranks.size()));
+    if (ranks.size() != byHost[0].size()) t.uniformLocalSize = false;
+    t.crossHostRanks.push_back(t.localIndex < static_cast<int>(ranks.size()) ? ranks[t.localIndex] : -1);
+  }
+  return t;
+}
+
+Communicator::Communicator(GroupTopology topo, const CommOptions& opts)
+    : topo_(std::move(topo)), opts_(opts) {}
+
+Communicator::~Communicator() = default;
+
+std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<bootstrap::Store> store, int rank,
+                                                   std::vector<transport::PeerInfo> peers,
+                                                   const CommOptions& opts) {
+  std::vector<int> hostIndex;
+  for (const auto& p : peers) hostIndex.push_back(p.hostIndex);
+  std::unique_ptr<Communicator> c(new Communicator(buildTopology(rank, hostIndex), opts));
+  const GroupTopology& t = c->topo_;
+  STRATA_CHECK_WITH(ConfigError, opts.transport == "auto" || opts.transport == "shm" || opts.transport == "tcp",
+                    "transport \"", opts.transport, "\" is not one of \"auto\", \"shm\", \"tcp\"");
+  STRATA_CHECK_WITH(ConfigError, !(opts.transport == "shm" && t.numHosts > 1),
+                    "transport \"shm\" was forced but the group spans ", t.numHosts, " hosts");
+  if (t.localRanks.size() > 1 && opts.transport != "tcp") {
+    ShmDomainOptions so;
+    so.slotBytes = opts.shmSlotBytes;
+    so.timeout = opts.timeout;
+    auto hostStore = bootstrap::makePrefixStore(c10::str("host", t.hostOf[rank]), store);
+    c->shm_ = ShmDomain::create(*hostStore, t.localIndex, t.localRanks, so);
+  }
+  const bool needTcp = t.worldSize > 1 && (opts.connectTcp || t.numHosts > 1 || opts.transport == "tcp");
+  if (needTcp) {
+    transport::TransportOptions to;
+    to.timeout = opts.timeout;
+    to.jobSecret = opts.jobSecret;
+    to.advertiseHost = opts.advertiseHost;
+    c->tcp_ = transport::makeTcpTransport(to);
+    std::vector<transport::PeerInfo> others;
+    for (const auto& p : peers)
+      if (p.rank != rank) others.push_back(p);
+    auto conns = c->tcp_->connect(*store, peers[rank], others);
+    c->conns_.resize(peers.size());
+    for (size_t i = 0; i < others.size(); ++i) c->conns_[others[i].rank] = std::move(conns[i]);
+    LinkSet& cross = c->crossLinks_;
+    cross.timeout = opts.timeout;
+    for (int r : t.crossHostRanks) {
+      if (r < 0) continue;
+      if (r == rank) cross.self = cross.size();
+      cross.conns.push_back(r == rank ? nullptr : c->conns_[r].get());
+      cross.memberRanks.push_back(r);
+    }
+  }
+  STRATA_LOG(kInfo, kInit, "group ", t.describe(), " shm=", c->shm_ ? "on" : "off",
+             " tcp_connections=", c->conns_.empty() ? 0 : t.worldSize - 1);
+  return c;
+}
+
+TopologySummary Communicator::summary() const {
+  TopologySummary s;
+  s.worldSize = topo_.worldSize;
+  s.numHosts = topo_.numHosts;
+  s.maxLocalSize = topo_.maxLocalSize;
+  s.uniformLocalSize = topo_.uniformLocalSize;
+  s.shmEnabled = shm_ != nullptr;
+  s.tcpEnabled = !conns_.empty();
+  s.shmSlotBytes = opts_.shmSlotBytes;
+  return s;
+}
+
+LinkSet Communicator::allLinks() {
+  LinkSet l;
+  l.self = topo_.rank;
+  l.timeout = opts_.timeout;
+  for (int r = 0; r < topo_.worldSize; ++r) {
+    l.conns.push_back(r == topo_.rank ? nullptr : conns_[r].get());
+    l.memberRanks.push_back(r);
+  }
+  return l;
+}
+
+bool Communicator::useShmOnly() const { return shm_ && topo_.numHosts == 1; }
+
+CollSignature Communicator::nextSignature(CollKind kind, size_t count, DType dtype, ReduceOp op, int root) {
+  CollSignature sig;
+  sig.seq = ++seq_;
+  sig.kind = kind;
+  sig.count = count;
+  sig.dtype = dtype;
+  sig.op = op;
+  sig.root = root;
+  return sig;
+}
+
+template <typename Fn>
+void Communicator::guarded(const CollSignature& sig, Fn&& fn) {
+  if (failed_.load()) STRATA_THROW(NetworkError, describe(sig), ": the group failed earlier: ", failure_);
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    failed_ = true;
+    failure_ = e.what();
+    if (shm_) shm_->abort(-1, failure_);
+    STRATA_LOG(kError, kColl, describe(sig), " failed: ", failure_);
+    throw;
+  }
+}
+
+void Communicator::abort(const std::string& reason) {
+  failed_ = true;
+  failure_ = reason;
+  if (shm_) shm_->abort(topo_.rank, reason);
+}
+
+void Communicator::allReduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op) {
+  const CollSignature sig = nextSignature(CollKind::kAllReduce, count, dtype, op, -1);
+  const size_t numBytes = count * dtypeBytes(dtype);
+  guarded(sig, [&] {
+    if (topo_.worldSize == 1) {
+      if (in != out) std::memmove(out, in, numBytes);
+      return;
+    }
+    AlgoChoice choice = chooseAllReduce(summary(), numBytes, opts_.allreduceAlgo);
+    if (!choice.error.empty()) {
+      STRATA_CHECK_WITH(ConfigError, parseAlgo(opts_.allreduceAlgo).has_value(), choice.error,
+                        " (valid: auto, shm_oneshot, shm_chunked, tcp_direct, tcp_ring, hierarchical)");
+      if (!warnedForcedAlgo_) STRATA_LOG(kWarn, kColl, choice.error, "; choosing automatically");
+      warnedForcedAlgo_ = true;
+      choice = chooseAllReduce(summary(), numBytes, "auto");
+    }
+    lastAlgo_ = choice.algo;
+    STRATA_LOG(kDebug, kColl, describe(sig), " bytes=", numBytes, " algo=", algoName(choice.algo));
+    const int n = topo_.worldSize;
+    switch (choice.algo) {
+      case AllReduceAlgo::kShmOneShot:
+        return shmAllReduceOneShot(*shm_, sig, in, out, count, dtype, op, n);
+      case AllReduceAlgo::kShmChunked:
+        return shmAllReduceChunked(*shm_, sig, in, out, count, dtype, op, n, opts_.chunkBytes);
+      case AllReduceAlgo::kTcpDirect: {
+        LinkSet l = allLinks();
+        return tcpAllReduceDirect(l, sig, in, out, count, dtype, op, n, scratch_);
+      }
+      case AllReduceAlgo::kTcpRing: {
+        LinkSet l = allLinks();
+        return tcpAllReduceRing(l, sig, in, out, count, dtype, op, n, scratch_);
+      }
+      case AllReduceAlgo::kHierarchical:
+        return hierarchicalAllReduce(*shm_, crossLinks_, sig, in, out, count, dtype, op, n,
+                                     opts_.chunkBytes, packed_, scratch_);
+    }
+  });
+}
+
+void Communicator::broadcast(void* data, size_t count, DType dtype, int root) {
+  STRATA_CHECK(root >= 0 && root < topo_.worldSize, "broadcast root ", root, " is not a rank of a group of ",
+               topo_.worldSize);
+  const CollSignature sig = nextSignature(CollKind::kBroadcast, count, dtype, ReduceOp::kSum, root);
+  guarded(sig, [&] {
+    if (topo_.worldSize == 1) return;
+    if (useShmOnly()) return shmBroadcast(*shm_, sig, data, count, dtype, root);
+    LinkSet l = allLinks();
+    tcpBroadcast(l, sig, data, count, dtype, root);
+  });
+}
+
+void Communicator::allGather(const void* in, void* out, size_t countPerRank, DType dtype) {
+  const CollSignature sig = nextSignature(CollKind::kAllGather, countPerRank, dtype, ReduceOp::kSum, -1);
+  guarded(sig, [&] {
+    if (topo_.worldSize == 1) {
+      std::memmove(out, in, countPerRank * dtypeBytes(dtype));
+      return;
+    }
+    if (useShmOnly()) return shmAllGather(*shm_, sig, in, out, countPerRank, dtype);
+    LinkSet l = allLinks();
+    tcpAllGather(l, sig, in, out, countPerRank, dtype);
+  });
+}
+
+void Communicator::reduceScatter(const void* in, void* out, size_t countPerRank, DType dtype, ReduceOp op) {
+  const CollSignature sig = nextSignature(CollKind::kReduceScatter, countPerRank, dtype, op, -1);
+  guarded(sig, [&] {
+    const int n = topo_.worldSize;
+    if (n == 1) {
+      std::memmove(out, in, countPerRank * dtypeBytes(dtype));
+      return;
+    }
+    if (useShmOnly()) return shmReduceScatter(*shm_, sig, in, out, countPerRank, dtype, op, n);
+    LinkSet l = allLinks();
+    tcpReduceScatter(l, sig, in, out, countPerRank, dtype, op, n, scratch_);
+  });
+}
+
+void Communicator::barrier() {
+  const CollSignature sig = nextSignature(CollKind::kBarrier, 0, DType::kUInt8, ReduceOp::kSum, -1);
+  guarded(sig, [&] {
+    if (topo_.worldSize == 1) return;
+    if (useShmOnly()) return shmBarrier(*shm_, sig);
+    LinkSet l = allLinks();
+    tcpBarrier(l, sig);
+  });
+}
+
+std::unique_ptr<transport::PendingOp> Communicator::postSend(const void* data, size_t numBytes, int peer,
+                                                             uint64_t tag) {
+  STRATA_CHECK(peer >= 0 && peer < topo_.worldSize && peer != topo_.rank, "send to invalid peer ", peer,
+               " (group of ", topo_.worldSize, ", self ", topo_.rank, ")");
+  STRATA_CHECK(!conns_.empty(), "point-to-point needs TCP connections, which this group was built without");
+  if (failed_.load()) STRATA_THROW(NetworkError, "send to rank ", peer, ": the group failed earlier: ", failure_);
+  return conns_[peer]->postSend(data, numBytes, tag);
+}
+
+std::unique_ptr<transport::PendingOp> Communicator::postRecv(void* data, size_t numBytes, int peer,
+                                                             uint64_t tag) {
+  STRATA_CHECK(peer >= 0 && peer < topo_.worldSize && peer != topo_.rank, "recv from invalid peer ", peer,
+               " (group of ", topo_.worldSize, ", self ", topo_.rank, ")");
+  STRATA_CHECK(!conns_.empty(), "point-to-point needs TCP connections, which this group was built without");
+  if (failed_.load()) STRATA_THROW(NetworkError, "recv from rank ", peer, ": the group failed earlier: ", failure_);
+  return conns_[peer]->postRecv(data, numBytes, tag);
+}
+
+}  // namespace strata::collectives

@@ -1,0 +1,110 @@
+// A group of ranks and everything needed to run collectives among them: the topology
+// (which ranks share a host), a shared-memory domain for the ranks of this host, one TCP
+// connection per peer, sequence numbers, and the algorithm choice of the cost model.
+//
+// Threading: one caller thread at a time (Group serialises calls onto it); the TCP
+// transport owns its own I/O thread. After any failure the communicator is *failed*:
+// every later call throws at once, since the transport is in an unknown state.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bootstrap/store.h"
+#include "collectives/cost_model.h"
+#include "collectives/signature.h"
+#include "collectives/tcp_algorithms.h"
+#include "strata/types.h"
+#include "transport/transport.h"
+
+namespace strata::collectives {
+
+class ShmDomain;
+
+struct CommOptions {
+  std::chrono::milliseconds timeout{300000};
+  std::string transport = "auto";      // auto | shm | tcp (tcp: no shared memory at all)
+  std::string allreduceAlgo = "auto";  // see cost_model.h
+  size_t shmSlotBytes = 1 << 20;
+  size_t chunkBytes = 1 << 20;
+  std::string jobSecret;
+  std::string advertiseHost;           // address peers use to reach this rank's TCP listener
+  bool connectTcp = true;              // false: shared memory only (single host)
+};
+
+// Pure: the host layout of a group, from each member's hostIndex.
+struct GroupTopology {
+  int rank = 0;
+  int worldSize = 1;
+  std::vector<int> hostOf;          // host index (dense, 0..numHosts-1) per rank
+  std::vector<int> localRanks;      // ranks on my host, ascending
+  int localIndex = 0;               // my position in localRanks
+  std::vector<int> crossHostRanks;  // per host, the rank with my local index (-1 if none)
+  int numHosts = 1;
+  int maxLocalSize = 1;
+  bool uniformLocalSize = true;
+  std::string describe() const;
+};
+GroupTopology buildTopology(int rank, const std::vector<int>& hostIndexOfRank);
+
+class Communicator {
+ public:
+  // Collective over all members. `peers[r]` describes group rank r; `store` must be
+  // private to this group (a PrefixStore). Throws on rendezvous failure or bad options.
+  static std::unique_ptr<Communicator> create(std::shared_ptr<bootstrap::Store> store, int rank,
+                                              std::vector<transport::PeerInfo> peers,
+                                              const CommOptions& opts);
+  ~Communicator();
+
+  int rank() const { return topo_.rank; }
+  int size() const { return topo_.worldSize; }
+  const GroupTopology& topology() const { return topo_; }
+  const CommOptions& options() const { return opts_; }
+  // The algorithm the last allReduce used (tests, benchmarks, logs).
+  AllReduceAlgo lastAllReduceAlgo() const { return lastAlgo_; }
+  uint64_t sequenceNumber() const { return seq_; }
+
+  void allReduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op);
+  void broadcast(void* data, size_t count, DType dtype, int root);
+  void allGather(const void* in, void* out, size_t countPerRank, DType dtype);
+  void reduceScatter(const void* in, void* out, size_t countPerRank, DType dtype, ReduceOp op);
+  void barrier();
+
+  // Tagged point-to-point over the TCP connection to `peer` (ordered per peer pair).
+  std::unique_ptr<transport::PendingOp> postSend(const void* data, size_t numBytes, int peer, uint64_t tag);
+  std::unique_ptr<transport::PendingOp> postRecv(void* data, size_t numBytes, int peer, uint64_t tag);
+
+  // Marks the communicator failed (also for the peers on this host).
+  void abort(const std::string& reason);
+
+  // Tests and benchmarks: force an AllReduce algorithm ("auto" restores the cost model).
+  // Every rank must set the same value between the same collectives.
+  void TEST_setAllReduceAlgo(const std::string& algo) { opts_.allreduceAlgo = algo; }
+
+ private:
+  Communicator(GroupTopology topo, const CommOptions& opts);
+  CollSignature nextSignature(CollKind kind, size_t count, DType dtype, ReduceOp op, int root);
+  template <typename Fn>
+  void guarded(const CollSignature& sig, Fn&& fn);
+  bool useShmOnly() const;
+  TopologySummary summary() const;
+  LinkSet allLinks();
+
+  GroupTopology topo_;
+  CommOptions opts_;
+  std::unique_ptr<ShmDomain> shm_;
+  std::unique_ptr<transport::Transport> tcp_;
+  std::vector<std::unique_ptr<transport::Connection>> conns_;  // by group rank; null for self
+  LinkSet crossLinks_;
+  uint64_t seq_ = 0;
+  std::atomic<bool> failed_{false};
+  std::string failure_;  // written before failed_ is set
+  AllReduceAlgo lastAlgo_ = AllReduceAlgo::kTcpRing;
+  bool warnedForcedAlgo_ = false;
+  Scratch scratch_, packed_;
+};
+
+}  // namespace strata::collectives

@@ -1,0 +1,141 @@
+#include "collectives/cost_model.h"
+
+#include <limits>
+
+namespace strata::collectives {
+namespace {
+
+// One table of constants. Provenance: bench/RESULTS.md (2-vCPU EPYC VM, 2 ranks):
+// a cross-core flag handoff ~0.15 us; cache-resident copy ~50 GB/s and DRAM-bound
+// copy/reduce ~12 GB/s per rank; loopback TCP ~20 us per message and ~2 GB/s.
+struct Costs {
+  double shmSyncUs = 0.15;
+  double shmCacheBytesPerUs = 50e3;   // per rank, while a chunk stays in L2/L3
+  double shmDramBytesPerUs = 12e3;    // per rank, streaming from DRAM
+  size_t cacheResidentBytes = 4 << 20;
+  double tcpLatencyUs = 20.0;
+  double tcpBytesPerUs = 2e3;
+  size_t chunkBytes = 1 << 20;
+};
+constexpr Costs kCosts{};
+
+double memBytesPerUs(size_t numBytes) {
+  return numBytes <= kCosts.cacheResidentBytes ? kCosts.shmCacheBytesPerUs : kCosts.shmDramBytesPerUs;
+}
+
+double shmOneShotUs(const TopologySummary& t, size_t s) {
+  // copy in S, one sync, read n*S and write S.
+  const double n = t.maxLocalSize;
+  return kCosts.shmSyncUs * n / 2 + (s + n * s + s) / memBytesPerUs(s);
+}
+
+double shmChunkedUs(const TopologySummary& t, size_t s) {
+  const double n = t.maxLocalSize;
+  const double chunks = static_cast<double>((s + kCosts.chunkBytes - 1) / kCosts.chunkBytes);
+  // copy in S, reduce S/n (reading n*S/n), write 2*S/n, copy out S(n-1)/n.
+  const double bytes = s + s + 2.0 * s / n + s * (n - 1) / n;
+  return chunks * 2 * kCosts.shmSyncUs * n / 2 + bytes / memBytesPerUs(s);
+}
+
+double tcpDirectUs(const TopologySummary& t, size_t s) {
+  const double n = t.worldSize;
+  return kCosts.tcpLatencyUs + (n - 1) * s / kCosts.tcpBytesPerUs;
+}
+
+double tcpRingUs(const TopologySummary& t, size_t s) {
+  const double n = t.worldSize;
+  return 2 * (n - 1) * kCosts.tcpLatencyUs + 2 * (n - 1) / n * s / kCosts.tcpBytesPerUs;
+}
+
+double hierarchicalUs(const TopologySummary& t, size_t s) {
+  const double local = t.maxLocalSize;
+  const double hosts = t.numHosts;
+  const double shard = s / local;
+  return 2 * shmChunkedUs(t, s) / 2 + 2 * (hosts - 1) * kCosts.tcpLatencyUs +
+         2 * (hosts - 1) / hosts * shard / kCosts.tcpBytesPerUs;
+}
+
+}  // namespace
+
+const char* algoName(AllReduceAlgo algo) {
+  switch (algo) {
+    case AllReduceAlgo::kShmOneShot: return "shm_oneshot";
+    case AllReduceAlgo::kShmChunked: return "shm_chunked";
+    case AllReduceAlgo::kTcpDirect: return "tcp_direct";
+    case AllReduceAlgo::kTcpRing: return "tcp_ring";
+    case AllReduceAlgo::kHierarchical: return "hierarchical";
+  }
+  return "?";
+}
+
+std::vector<std::string> algoNames() {
+  return {"auto", "shm_oneshot", "shm_chunked", "tcp_direct", "tcp_ring", "hierarchical"};
+}
+
+std::optional<AllReduceAlgo> parseAlgo(const std::string& name) {
+  for (AllReduceAlgo a : {AllReduceAlgo::kShmOneShot, AllReduceAlgo::kShmChunked,
+                          AllReduceAlgo::kTcpDirect, AllReduceAlgo::kTcpRing,
+                          AllReduceAlgo::kHierarchical}) {
+    if (name == algoName(a)) return a;
+  }
+  return std::nullopt;
+}
+
+bool supports(AllReduceAlgo algo, const TopologySummary& t, size_t numBytes) {
+  const bool oneHostShm = t.numHosts == 1 && t.shmEnabled;
+  switch (algo) {
+    case AllReduceAlgo::kShmOneShot: return oneHostShm && numBytes <= t.shmSlotBytes;
+    case AllReduceAlgo::kShmChunked: return oneHostShm;
+    case AllReduceAlgo::kTcpDirect: return t.tcpEnabled;
+    case AllReduceAlgo::kTcpRing: return t.tcpEnabled;
+    case AllReduceAlgo::kHierarchical:
+      return t.numHosts > 1 && t.shmEnabled && t.tcpEnabled && t.uniformLocalSize &&
+             t.maxLocalSize > 1;
+  }
+  return false;
+}
+
+double estimateUs(AllReduceAlgo algo, const TopologySummary& t, size_t numBytes) {
+  switch (algo) {
+    case AllReduceAlgo::kShmOneShot: return shmOneShotUs(t, numBytes);
+    case AllReduceAlgo::kShmChunked: return shmChunkedUs(t, numBytes);
+    case AllReduceAlgo::kTcpDirect: return tcpDirectUs(t, numBytes);
+    case AllReduceAlgo::kTcpRing: return tcpRingUs(t, numBytes);
+    case AllReduceAlgo::kHierarchical: return hierarchicalUs(t, numBytes);
+  }
+  return std::numeric_limits<double>::infinity();
+}
+
+AlgoChoice chooseAllReduce(const TopologySummary& t, size_t numBytes, const std::string& forced) {
+  AlgoChoice choice;
+  if (!forced.empty() && forced != "auto") {
+    const auto algo = parseAlgo(forced);
+    if (!algo) {
+      choice.error = "unknown allreduce algorithm \"" + forced + "\"";
+      return choice;
+    }
+    if (!supports(*algo, t, numBytes)) {
+      choice.error = std::string("allreduce algorithm ") + algoName(*algo) +
+                     " cannot run here (hosts=" + std::to_string(t.numHosts) +
+                     ", shm=" + (t.shmEnabled ? "on" : "off") + ", bytes=" +
+                     std::to_string(numBytes) + ")";
+      return choice;
+    }
+    choice.algo = *algo;
+    return choice;
+  }
+  double best = std::numeric_limits<double>::infinity();
+  for (AllReduceAlgo a : {AllReduceAlgo::kShmOneShot, AllReduceAlgo::kShmChunked,
+                          AllReduceAlgo::kHierarchical, AllReduceAlgo::kTcpDirect,
+                          AllReduceAlgo::kTcpRing}) {
+    if (!supports(a, t, numBytes)) continue;
+    const double us = estimateUs(a, t, numBytes);
+    if (us < best) {
+      best = us;
+      choice.algo = a;
+    }
+  }
+  return choice;
+}
+
+}  // namespace strata::collectives

@@ -1,0 +1,44 @@
+// Chooses an AllReduce algorithm from the topology and the message size (pure).
+//
+// Each algorithm's time is estimated as latency terms plus bytes over bandwidth, with
+// the constants in one table (kCosts in cost_model.cpp) whose provenance is the
+// measurements of bench/RESULTS.md; bench/allreduce_bench --algo X recalibrates them.
+// STRATA_ALLREDUCE_ALGO forces one algorithm (tests, benchmarks), when it is supported.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace strata::collectives {
+
+enum class AllReduceAlgo { kShmOneShot, kShmChunked, kTcpDirect, kTcpRing, kHierarchical };
+
+const char* algoName(AllReduceAlgo algo);
+// "shm_oneshot", "oneshot", ... -> algo; nullopt for "auto" or an unknown name.
+std::optional<AllReduceAlgo> parseAlgo(const std::string& name);
+std::vector<std::string> algoNames();
+
+// What the cost model needs to know about a group.
+struct TopologySummary {
+  int worldSize = 1;
+  int numHosts = 1;
+  int maxLocalSize = 1;
+  bool uniformLocalSize = true;  // every host has the same number of ranks
+  bool shmEnabled = true;        // false with STRATA_TRANSPORT=tcp
+  bool tcpEnabled = true;        // false when the group has no TCP connections
+  size_t shmSlotBytes = 1 << 20;
+};
+
+bool supports(AllReduceAlgo algo, const TopologySummary& topo, size_t numBytes);
+double estimateUs(AllReduceAlgo algo, const TopologySummary& topo, size_t numBytes);
+
+struct AlgoChoice {
+  AllReduceAlgo algo = AllReduceAlgo::kTcpRing;
+  std::string error;  // non-empty when a forced algorithm cannot run on this topology
+};
+// The cheapest supported algorithm, or `forced` ("auto" = let the model choose).
+AlgoChoice chooseAllReduce(const TopologySummary& topo, size_t numBytes, const std::string& forced);
+
+}  // namespace strata::collectives

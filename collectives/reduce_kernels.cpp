@@ -1,0 +1,181 @@
+#include "collectives/reduce_kernels.h"
+
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+namespace strata::collectives {
+namespace {
+
+// Elements reduced per block: the float accumulator stays in L1.
+constexpr size_t kBlockElems = 2048;
+
+template <typename T>
+struct AccType {
+  using type = T;
+};
+template <>
+struct AccType<c10::Half> {
+  using type = float;
+};
+template <>
+struct AccType<c10::BFloat16> {
+  using type = float;
+};
+// Integer sums and products wrap (two's complement) instead of overflowing into UB.
+template <>
+struct AccType<int32_t> {
+  using type = uint32_t;
+};
+template <>
+struct AccType<int64_t> {
+  using type = uint64_t;
+};
+
+template <typename Acc, typename T>
+inline Acc toAcc(T v) {
+  if constexpr (std::is_same_v<T, c10::Half> || std::is_same_v<T, c10::BFloat16>) {
+    return static_cast<float>(v);
+  } else {
+    return static_cast<Acc>(v);
+  }
+}
+
+template <typename T, typename Acc>
+inline T fromAcc(Acc v) {
+  return static_cast<T>(v);
+}
+
+template <ReduceOp Op, typename Acc>
+inline Acc combine(Acc a, Acc b) {
+  if constexpr (Op == ReduceOp::kSum || Op == ReduceOp::kAvg) return a + b;
+  if constexpr (Op == ReduceOp::kProd) return a * b;
+  if constexpr (Op == ReduceOp::kMax) return std::max(a, b);
+  if constexpr (Op == ReduceOp::kMin) return std::min(a, b);
+}
+
+// Signed max/min must compare as signed even though the accumulator is unsigned.
+template <ReduceOp Op, typename T, typename Acc>
+inline Acc combineTyped(Acc a, Acc b) {
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T> &&
+                (Op == ReduceOp::kMax || Op == ReduceOp::kMin)) {
+    const T x = static_cast<T>(a), y = static_cast<T>(b);
+    return static_cast<Acc>(Op == ReduceOp::kMax ? std::max(x, y) : std::min(x, y));
+  } else {
+    return combine<Op, Acc>(a, b);
+  }
+}
+
+template <typename T, typename Acc>
+inline Acc divideAcc(Acc v, int divisor) {
+  if constexpr (std::is_integral_v<T>) {
+    return static_cast<Acc>(static_cast<T>(v) / static_cast<T>(divisor));
+  } else {
+    return v / static_cast<Acc>(divisor);
+  }
+}
+
+template <ReduceOp Op, typename T>
+void reduceManyTyped(T* out, const void* const* srcs, int numSrcs, size_t count,
+                     int avgDivisor) {
+  using Acc = typename AccType<T>::type;
+  Acc acc[kBlockElems];
+  for (size_t base = 0; base < count; base += kBlockElems) {
+    const size_t n = std::min(kBlockElems, count - base);
+    const T* __restrict s0 = static_cast<const T*>(srcs[0]) + base;
+    for (size_t i = 0; i < n; ++i) acc[i] = toAcc<Acc>(s0[i]);
+    for (int k = 1; k < numSrcs; ++k) {
+      const T* __restrict sk = static_cast<const T*>(srcs[k]) + base;
+      for (size_t i = 0; i < n; ++i) acc[i] = combineTyped<Op, T, Acc>(acc[i], toAcc<Acc>(sk[i]));
+    }
+    if constexpr (Op == ReduceOp::kAvg) {
+      for (size_t i = 0; i < n; ++i) out[base + i] = fromAcc<T, Acc>(divideAcc<T, Acc>(acc[i], avgDivisor));
+    } else {
+      for (size_t i = 0; i < n; ++i) out[base + i] = fromAcc<T, Acc>(acc[i]);
+    }
+  }
+}
+
+// Two float32 sources, the hottest case (2 ranks, sum): a plain loop the compiler
+// vectorises fully.
+void sumTwoFloats(float* out, const float* a, const float* b,
+                  size_t count) {
+  for (size_t i = 0; i < count; ++i) out[i] = a[i] + b[i];
+}
+
+template <typename T>
+void reduceManyOp(ReduceOp op, T* out, const void* const* srcs, int numSrcs, size_t count,
+                  int avgDivisor) {
+  switch (op) {
+    case ReduceOp::kSum: return reduceManyTyped<ReduceOp::kSum, T>(out, srcs, numSrcs, count, avgDivisor);
+    case ReduceOp::kAvg: return reduceManyTyped<ReduceOp::kAvg, T>(out, srcs, numSrcs, count, avgDivisor);
+    case ReduceOp::kMax: return reduceManyTyped<ReduceOp::kMax, T>(out, srcs, numSrcs, count, avgDivisor);
+    case ReduceOp::kMin: return reduceManyTyped<ReduceOp::kMin, T>(out, srcs, numSrcs, count, avgDivisor);
+    case ReduceOp::kProd: return reduceManyTyped<ReduceOp::kProd, T>(out, srcs, numSrcs, count, avgDivisor);
+  }
+}
+
+template <typename T>
+void finishAvgTyped(T* data, size_t count, int divisor) {
+  using Acc = typename AccType<T>::type;
+  for (size_t i = 0; i < count; ++i) {
+    if constexpr (std::is_integral_v<T>) {
+      data[i] = static_cast<T>(data[i] / static_cast<T>(divisor));
+    } else {
+      data[i] = fromAcc<T, Acc>(toAcc<Acc>(data[i]) / static_cast<Acc>(divisor));
+    }
+  }
+}
+
+template <typename Fn>
+void dispatchDType(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat32: return fn(float{});
+    case DType::kFloat64: return fn(double{});
+    case DType::kFloat16: return fn(c10::Half{});
+    case DType::kBFloat16: return fn(c10::BFloat16{});
+    case DType::kInt32: return fn(int32_t{});
+    case DType::kInt64: return fn(int64_t{});
+    case DType::kUInt8: return fn(uint8_t{});
+  }
+}
+
+}  // namespace
+
+void reduceMany(ReduceOp op, DType dtype, void* out, const void* const* srcs, int numSrcs,
+                size_t count, int avgDivisor) {
+  if (count == 0) return;
+  if (numSrcs == 1) {
+    if (out != srcs[0]) std::memmove(out, srcs[0], count * dtypeBytes(dtype));
+    if (op == ReduceOp::kAvg) finishAvg(dtype, out, count, avgDivisor);
+    return;
+  }
+  if (numSrcs == 2 && dtype == DType::kFloat32 && op == ReduceOp::kSum) {
+    return sumTwoFloats(static_cast<float*>(out), static_cast<const float*>(srcs[0]),
+                        static_cast<const float*>(srcs[1]), count);
+  }
+  dispatchDType(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    reduceManyOp<T>(op, static_cast<T*>(out), srcs, numSrcs, count, avgDivisor);
+  });
+}
+
+void reduceInto(ReduceOp op, DType dtype, void* inout, const void* in, size_t count) {
+  const void* srcs[2] = {inout, in};
+  // kAvg accumulates plain sums here; the caller divides once at the end.
+  reduceMany(op == ReduceOp::kAvg ? ReduceOp::kSum : op, dtype, inout, srcs, 2, count, 1);
+}
+
+void finishAvg(DType dtype, void* data, size_t count, int divisor) {
+  if (divisor == 1 || count == 0) return;
+  dispatchDType(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    finishAvgTyped<T>(static_cast<T*>(data), count, divisor);
+  });
+}
+
+}  // namespace strata::collectives

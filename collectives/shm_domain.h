@@ -1,0 +1,103 @@
+// The shared-memory segment of the ranks of one host, and the synchronisation they use.
+//
+// Layout (one POSIX shm segment, created by local rank 0, pre-faulted, unlinked as soon
+// as every local rank has mapped it, so a crash leaves nothing behind in /dev/shm):
+//
+//   [Header: magic, sizes, abort word]            one page
+//   [RankCtl x localSize: flag, signatures, pid]  one cache line per field group
+//   [slots: localSize x 2 buffers x slotBytes]    staging buffers, double-buffered
+//
+// Synchronisation: each rank owns a monotonically increasing flag (epoch) in its own
+// cache line; syncAll() publishes the next epoch with release order and waits, with
+// acquire order, until every local peer has published it. Buffers alternate between two
+// sets (nextBuffer()), so consecutive collectives need no trailing barrier: a rank only
+// rewrites a buffer after a sync that its peers publish once they are done reading it.
+//
+// Waiting spins, then yields (at once when ranks outnumber cores), and checks every
+// millisecond or so the abort word, the timeout and whether the peers' processes exist,
+// so a killed peer or a stuck one becomes a NetworkError/TimeoutError on every rank.
+//
+// Threading: one caller thread at a time per domain (the group serialises collectives).
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bootstrap/store.h"
+#include "collectives/signature.h"
+
+namespace strata::collectives {
+
+struct ShmDomainOptions {
+  size_t slotBytes = 1 << 20;                    // bytes per staging buffer per rank
+  std::chrono::milliseconds timeout{300000};
+  int spinsBeforeYield = -1;                     // -1: decide from cores vs local ranks
+};
+
+class ShmDomain {
+ public:
+  // Collective over the local ranks: `globalRanks[i]` is the group rank of local rank i.
+  // Keys are namespaced by `store` (pass a PrefixStore per group). Throws StoreError /
+  // TimeoutError / NetworkError naming the segment or the missing rank.
+  static std::unique_ptr<ShmDomain> create(bootstrap::Store& store, int localRank,
+                                           std::vector<int> globalRanks,
+                                           const ShmDomainOptions& opts);
+  ~ShmDomain();
+  ShmDomain(const ShmDomain&) = delete;
+  ShmDomain& operator=(const ShmDomain&) = delete;
+
+  int localRank() const { return localRank_; }
+  int localSize() const { return static_cast<int>(globalRanks_.size()); }
+  size_t slotBytes() const { return slotBytes_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  void setTimeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
+
+  // Staging buffer `buffer` (0 or 1) of local rank `local`.
+  uint8_t* slot(int local, int buffer) const;
+  // The buffer set the next staged step uses; alternates on every call.
+  int nextBuffer() { return static_cast<int>(bufferCounter_++ & 1); }
+
+  // Publishes this rank's signature of the collective about to run (before its first
+  // sync); checkSignatures() after that sync compares every peer's with ours and throws
+  // MismatchError naming the first differing rank and both calls.
+  void publishSignature(const CollSignature& sig);
+  void checkSignatures(const CollSignature& sig);
+
+  // Publishes the next epoch and waits until every local peer has reached it.
+  // `what` names the operation in error messages.
+  void syncAll(const char* what);
+
+  // Marks the domain failed for every local rank (blamed: a group rank, or -1).
+  void abort(int blamedRank, const std::string& reason);
+
+ private:
+  struct Header;
+  struct RankCtl;
+  ShmDomain(int localRank, std::vector<int> globalRanks, const ShmDomainOptions& opts);
+  void mapSegment(const std::string& name, bool create);
+  void waitForPeer(int peer, uint64_t epoch, const char* what);
+  [[noreturn]] void throwAborted();
+  RankCtl& ctl(int local) const;
+  bool peerProcessAlive(int peer) const;
+
+  int localRank_;
+  std::vector<int> globalRanks_;
+  size_t slotBytes_;
+  std::chrono::milliseconds timeout_;
+  int spinsBeforeYield_;
+  std::string name_;
+  void* base_ = nullptr;
+  size_t mappedBytes_ = 0;
+  Header* header_ = nullptr;
+  uint8_t* slots_ = nullptr;
+  uint64_t epoch_ = 0;
+  uint64_t bufferCounter_ = 0;
+};
+
+}  // namespace strata::collectives

@@ -1,0 +1,8 @@
+// Umbrella header of the Strata public API.
+#pragma once
+
+#include "strata/group.h"
+#include "strata/runtime.h"
+#include "strata/tensor_ops.h"
+#include "strata/types.h"
+#include "strata/work.h"

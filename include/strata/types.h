@@ -1,0 +1,21 @@
+// Plain value types shared by the public API and the torch-free core.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace strata {
+
+// Element types the collectives understand. 16-bit floats are reduced in float32.
+enum class DType : uint8_t { kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUInt8 };
+
+// Reduction operators. kAvg is a sum divided by the group size (integer division for
+// integer types, as NCCL does).
+enum class ReduceOp : uint8_t { kSum, kAvg, kMax, kMin, kProd };
+
+size_t dtypeBytes(DType dtype);
+const char* dtypeName(DType dtype);
+const char* reduceOpName(ReduceOp op);
+
+}  // namespace strata

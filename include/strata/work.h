@@ -1,0 +1,35 @@
+// Work: the handle of an asynchronous collective or point-to-point operation.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <mutex>
+
+namespace strata {
+
+// Thread-safe. wait() may be called from any thread, any number of times.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Whether the operation finished (successfully or not). Never throws, never blocks.
+  virtual bool isCompleted();
+  // Blocks until the operation finished; rethrows the error it hit. Throws
+  // strata::TimeoutError if it has not finished within `timeout` (the operation
+  // itself carries on and fails by its own timeout if a peer is gone).
+  virtual void wait(std::chrono::milliseconds timeout = std::chrono::milliseconds::max());
+  // The error the operation hit, or nullptr (also while it runs).
+  std::exception_ptr exception();
+
+  // Called once by the executor when the operation ends.
+  void finish(std::exception_ptr error);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace strata

@@ -1,0 +1,186 @@
+#include "strata/group.h"
+
+#include <pthread.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "collectives/communicator.h"
+#include "core/errors.h"
+#include "core/logging.h"
+#include "core/rank_tag.h"
+
+namespace strata {
+
+// Work that completes when a posted transport operation does.
+class PendingOpWork : public Work {
+ public:
+  PendingOpWork(std::unique_ptr<transport::PendingOp> op, std::chrono::milliseconds timeout)
+      : op_(std::move(op)), timeout_(timeout) {}
+  bool isCompleted() override { return op_->done(); }
+  void wait(std::chrono::milliseconds timeout) override {
+    std::lock_guard<std::mutex> lock(waitMu_);
+    op_->wait(std::min(timeout, timeout_));
+  }
+
+ private:
+  std::mutex waitMu_;
+  std::unique_ptr<transport::PendingOp> op_;
+  std::chrono::milliseconds timeout_;
+};
+
+struct Group::Impl {
+  std::unique_ptr<collectives::Communicator> comm;
+  std::mutex execMu;  // held while a collective runs, inline or on the worker
+  std::mutex queueMu;
+  std::condition_variable queueCv;
+  std::deque<std::pair<std::function<void()>, std::shared_ptr<Work>>> queue;
+  size_t inflight = 0;  // queued or running asynchronous operations
+  bool stop = false;
+  std::thread worker;
+  std::string tag;
+
+  ~Impl() {
+    {
+      std::lock_guard<std::mutex> lock(queueMu);
+      stop = true;
+    }
+    queueCv.notify_all();
+    if (worker.joinable()) worker.join();
+  }
+
+  void workerLoop() {
+    pthread_setname_np(pthread_self(), "strata-comm");
+    setThreadRankTagFrom(tag);
+    for (;;) {
+      std::pair<std::function<void()>, std::shared_ptr<Work>> item;
+      {
+        std::unique_lock<std::mutex> lock(queueMu);
+        queueCv.wait(lock, [this] { return stop || !queue.empty(); });
+        if (queue.empty()) return;  // stop requested and nothing left
+        item = std::move(queue.front());
+        queue.pop_front();
+      }
+      std::exception_ptr error;
+      try {
+        std::lock_guard<std::mutex> lock(execMu);
+        item.first();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      {
+        std::lock_guard<std::mutex> lock(queueMu);
+        --inflight;
+      }
+      item.second->finish(error);
+    }
+  }
+
+  static void setThreadRankTagFrom(const std::string& tag) {
+    int rank = 0, size = 0;
+    if (std::sscanf(tag.c_str(), "[r%d/%d]", &rank, &size) == 2) setThreadRankTag(rank, size);
+  }
+
+  std::shared_ptr<Work> enqueue(std::function<void()> fn) {
+    auto work = std::make_shared<Work>();
+    {
+      std::lock_guard<std::mutex> lock(queueMu);
+      if (!worker.joinable()) worker = std::thread([this] { workerLoop(); });
+      ++inflight;
+      queue.emplace_back(std::move(fn), work);
+    }
+    queueCv.notify_one();
+    return work;
+  }
+
+  // Runs inline when nothing is queued (the fast path), else after the queued work.
+  void run(std::function<void()> fn) {
+    bool idle;
+    {
+      std::lock_guard<std::mutex> lock(queueMu);
+      idle = inflight == 0;
+    }
+    if (idle) {
+      std::lock_guard<std::mutex> lock(execMu);
+      fn();
+      return;
+    }
+    enqueue(std::move(fn))->wait();
+  }
+};
+
+Group::Group(std::unique_ptr<collectives::Communicator> comm) : impl_(std::make_unique<Impl>()) {
+  impl_->comm = std::move(comm);
+  impl_->tag = rankTag();
+}
+
+Group::~Group() = default;
+
+int Group::rank() const { return impl_->comm->rank(); }
+int Group::size() const { return impl_->comm->size(); }
+collectives::Communicator& Group::communicator() { return *impl_->comm; }
+std::chrono::milliseconds Group::timeout() const { return impl_->comm->options().timeout; }
+
+std::string Group::describe() const { return impl_->comm->topology().describe(); }
+
+std::string Group::lastAllreduceAlgorithm() const {
+  return collectives::algoName(impl_->comm->lastAllReduceAlgo());
+}
+
+void Group::allreduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op) {
+  impl_->run([=] { impl_->comm->allReduce(in, out, count, dtype, op); });
+}
+
+void Group::broadcast(void* data, size_t count, DType dtype, int root) {
+  impl_->run([=] { impl_->comm->broadcast(data, count, dtype, root); });
+}
+
+void Group::allgather(const void* in, void* out, size_t countPerRank, DType dtype) {
+  impl_->run([=] { impl_->comm->allGather(in, out, countPerRank, dtype); });
+}
+
+void Group::reduceScatter(const void* in, void* out, size_t countPerRank, DType dtype, ReduceOp op) {
+  impl_->run([=] { impl_->comm->reduceScatter(in, out, countPerRank, dtype, op); });
+}
+
+void Group::barrier() {
+  impl_->run([=] { impl_->comm->barrier(); });
+}
+
+std::shared_ptr<Work> Group::allreduceAsync(const void* in, void* out, size_t count, DType dtype, ReduceOp op) {
+  return impl_->enqueue([=] { impl_->comm->allReduce(in, out, count, dtype, op); });
+}
+
+std::shared_ptr<Work> Group::broadcastAsync(void* data, size_t count, DType dtype, int root) {
+  return impl_->enqueue([=] { impl_->comm->broadcast(data, count, dtype, root); });
+}
+
+std::shared_ptr<Work> Group::allgatherAsync(const void* in, void* out, size_t countPerRank, DType dtype) {
+  return impl_->enqueue([=] { impl_->comm->allGather(in, out, countPerRank, dtype); });
+}
+
+std::shared_ptr<Work> Group::reduceScatterAsync(const void* in, void* out, size_t countPerRank, DType dtype,
+                                                ReduceOp op) {
+  return impl_->enqueue([=] { impl_->comm->reduceScatter(in, out, countPerRank, dtype, op); });
+}
+
+void Group::send(const void* data, size_t numBytes, int dst, uint64_t tag) {
+  isend(data, numBytes, dst, tag)->wait();
+}
+
+void Group::recv(void* data, size_t numBytes, int src, uint64_t tag) {
+  irecv(data, numBytes, src, tag)->wait();
+}
+
+std::shared_ptr<Work> Group::isend(const void* data, size_t numBytes, int dst, uint64_t tag) {
+  return std::make_shared<PendingOpWork>(impl_->comm->postSend(data, numBytes, dst, tag), timeout());
+}
+
+std::shared_ptr<Work> Group::irecv(void* data, size_t numBytes, int src, uint64_t tag) {
+  return std::make_shared<PendingOpWork>(impl_->comm->postRecv(data, numBytes, src, tag), timeout());
+}
+
+}  // namespace strata

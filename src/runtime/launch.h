@@ -1,0 +1,37 @@
+// How this process was launched, decided from environment variables (pure, tested).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace strata::runtime {
+
+enum class LaunchKind { kSingle, kMpi, kEnv };
+const char* launchKindName(LaunchKind kind);
+
+struct LaunchInfo {
+  LaunchKind kind = LaunchKind::kSingle;
+  int rank = 0;
+  int size = 1;
+  int localRank = -1;   // from the launcher when it says (-1: derive from hostnames)
+  std::string masterAddr;
+  int masterPort = 0;
+};
+
+using EnvMap = std::map<std::string, std::string>;
+
+// Open MPI / PMIx / MPICH variables -> kMpi; RANK + WORLD_SIZE (torchrun, Slurm-style
+// scripts) -> kEnv with MASTER_ADDR / MASTER_PORT; nothing -> kSingle. Throws
+// ConfigError naming the variables and their values when they are inconsistent.
+LaunchInfo detectLaunch(const EnvMap& env);
+
+// The variables detectLaunch reads, taken from the process environment.
+EnvMap launchEnvironment();
+
+// STRATA_HOSTS=k splits the ranks of each real host into k pretend hosts (contiguous
+// blocks of local ranks), so the inter-host code paths run on one machine. Returns one
+// host name per rank. k <= 1 returns realHosts unchanged.
+std::vector<std::string> pretendHosts(const std::vector<std::string>& realHosts, int hostsPerRealHost);
+
+}  // namespace strata::runtime

@@ -1,0 +1,270 @@
+#include "strata/runtime.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "bootstrap/mpi_bootstrap.h"
+#include "bootstrap/store.h"
+#include "collectives/communicator.h"
+#include "config/config.h"
+#include "core/env.h"
+#include "core/errors.h"
+#include "core/logging.h"
+#include "core/rank_tag.h"
+#include "core/build_config.h"
+#include "runtime/launch.h"
+
+namespace strata {
+namespace {
+
+// Chunked shm collectives stage at most this much per rank per buffer.
+constexpr int64_t kMaxSlotBytes = int64_t{1} << 30;
+
+struct RuntimeState {
+  config::JobConfig config;
+  runtime::LaunchInfo launch;
+  std::shared_ptr<bootstrap::Store> store;
+  std::vector<transport::PeerInfo> peers;
+  collectives::CommOptions commOptions;
+  std::unique_ptr<Group> world;
+  std::string host;
+  int localRank = 0;
+  int localSize = 1;
+  int node = 0;
+  int numNodes = 1;
+  std::map<std::string, int> groupsCreated;  // rank list -> how many groups of it so far
+};
+
+std::mutex stateMutex;
+std::unique_ptr<RuntimeState> state;
+
+RuntimeState& current() {
+  STRATA_CHECK(state != nullptr, "strata::init() has not been called (or finalize() already was)");
+  return *state;
+}
+
+std::string realHostname() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0) return "localhost";
+  return host;
+}
+
+// The first non-loopback IPv4 address (STRATA_IFADDR overrides): what other hosts dial.
+std::string externalAddress() {
+  const std::string forced = env::getString("STRATA_IFADDR", "");
+  if (!forced.empty()) return forced;
+  struct ifaddrs* list = nullptr;
+  std::string found = "127.0.0.1";
+  if (getifaddrs(&list) != 0) return found;
+  for (auto* a = list; a; a = a->ifa_next) {
+    if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
+    char text[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof(text));
+    if (std::string(text).rfind("127.", 0) != 0) {
+      found = text;
+      break;
+    }
+  }
+  freeifaddrs(list);
+  return found;
+}
+
+bool allEqual(const std::vector<std::string>& v) {
+  for (const auto& s : v)
+    if (s != v.front()) return false;
+  return true;
+}
+
+// Rendezvous: a store every rank can reach, and every rank's real hostname.
+std::vector<std::string> rendezvous(RuntimeState& s, const std::string& myHost) {
+  const auto timeout = s.commOptions.timeout;
+  const runtime::LaunchInfo& l = s.launch;
+  if (l.kind == runtime::LaunchKind::kSingle) {
+    s.store = bootstrap::makeHashStore();
+    return {myHost};
+  }
+  if (l.kind == runtime::LaunchKind::kMpi) {
+    const auto [rank, size] = bootstrap::mpiInit();
+    STRATA_CHECK_WITH(ConfigError, rank == l.rank && size == l.size, "MPI reports rank ", rank, "/", size,
+                      " but the launcher's environment said ", l.rank, "/", l.size);
+    const std::vector<std::string> hosts = bootstrap::mpiAllGatherStrings(myHost);
+    // One host: everything over loopback; several: the address other hosts can dial.
+    const std::string addr = allEqual(hosts) ? "127.0.0.1" : externalAddress();
+    std::shared_ptr<bootstrap::TcpStore> store;
+    std::string endpoint;
+    if (rank == 0) {
+      store = bootstrap::TcpStore::create(addr, 0, /*isServer=*/true, timeout);
+      endpoint = addr + ":" + std::to_string(store->port());
+    }
+    const std::string shared = bootstrap::mpiAllGatherStrings(endpoint)[0];
+    if (rank != 0) {
+      const size_t colon = shared.rfind(':');
+      store = bootstrap::TcpStore::create(shared.substr(0, colon),
+                                          static_cast<uint16_t>(std::stoi(shared.substr(colon + 1))),
+                                          /*isServer=*/false, timeout);
+    }
+    s.store = store;
+    return hosts;
+  }
+  s.store = bootstrap::TcpStore::create(l.masterAddr, static_cast<uint16_t>(l.masterPort), l.rank == 0, timeout);
+  bootstrap::setString(*s.store, "host/" + std::to_string(l.rank), myHost);
+  std::vector<std::string> hosts;
+  for (int r = 0; r < l.size; ++r) hosts.push_back(bootstrap::getString(*s.store, "host/" + std::to_string(r), timeout));
+  return hosts;
+}
+
+void applyEnvironmentOverrides(RuntimeState& s, const InitOptions& options) {
+  const config::CollectivesConfig& c = s.config.collectives;
+  collectives::CommOptions& o = s.commOptions;
+  o.timeout = std::chrono::milliseconds(env::getInt("STRATA_TIMEOUT_MS", c.timeout.count(), 1, int64_t{1} << 40));
+  if (options.timeout.count() > 0) o.timeout = options.timeout;
+  o.transport = env::getString("STRATA_TRANSPORT", c.transport, {"auto", "shm", "tcp"});
+  if (!options.transport.empty()) o.transport = options.transport;
+  o.allreduceAlgo = env::getString("STRATA_ALLREDUCE_ALGO", c.allreduceAlgo, collectives::algoNames());
+  o.shmSlotBytes = static_cast<size_t>(env::getInt("STRATA_SHM_SLOT_BYTES", 1 << 20, 4096, kMaxSlotBytes));
+  o.chunkBytes = static_cast<size_t>(env::getInt("STRATA_CHUNK_BYTES", static_cast<int64_t>(o.shmSlotBytes), 64,
+                                                 kMaxSlotBytes));
+  o.jobSecret = env::getString("STRATA_JOB_SECRET", "");
+}
+
+void buildWorld(RuntimeState& s) {
+  const std::string myHost = realHostname();
+  const std::vector<std::string> realHosts = rendezvous(s, myHost);
+  const int hostsPerRealHost = static_cast<int>(env::getInt("STRATA_HOSTS", 1, 1, 1 << 16));
+  const std::vector<std::string> hosts = runtime::pretendHosts(realHosts, hostsPerRealHost);
+  std::map<std::string, int> hostIndex;
+  for (const auto& h : hosts) hostIndex.emplace(h, static_cast<int>(hostIndex.size()));
+  const int rank = s.launch.rank;
+  bootstrap::setString(*s.store, "pid/" + std::to_string(rank), std::to_string(getpid()));
+  for (int r = 0; r < s.launch.size; ++r) {
+    transport::PeerInfo p;
+    p.rank = r;
+    p.host = hosts[r];
+    p.hostIndex = hostIndex.at(hosts[r]);
+    p.pid = static_cast<pid_t>(std::stol(bootstrap::getString(*s.store, "pid/" + std::to_string(r), s.commOptions.timeout)));
+    s.peers.push_back(p);
+  }
+  s.host = hosts[rank];
+  s.node = hostIndex.at(hosts[rank]);
+  s.numNodes = static_cast<int>(hostIndex.size());
+  s.localRank = 0;
+  s.localSize = 0;
+  for (int r = 0; r < s.launch.size; ++r) {
+    if (hosts[r] != hosts[rank]) continue;
+    if (r < rank) ++s.localRank;
+    ++s.localSize;
+  }
+  s.commOptions.advertiseHost = allEqual(realHosts) ? "127.0.0.1" : externalAddress();
+  auto worldStore = bootstrap::makePrefixStore("world", s.store);
+  s.world = std::make_unique<Group>(collectives::Communicator::create(worldStore, rank, s.peers, s.commOptions));
+}
+
+void logEffectiveSettings(const RuntimeState& s) {
+  STRATA_LOG(kInfo, kInit, "strata ", STRATA_VERSION_STRING, " launch=", runtime::launchKindName(s.launch.kind),
+             " host=", s.host, " local_rank=", s.localRank, "/", s.localSize, " node=", s.node, "/", s.numNodes);
+  STRATA_LOG(kInfo, kInit, "collectives: timeout_ms=", s.commOptions.timeout.count(),
+             " transport=", s.commOptions.transport, " allreduce_algo=", s.commOptions.allreduceAlgo,
+             " shm_slot_bytes=", s.commOptions.shmSlotBytes, " chunk_bytes=", s.commOptions.chunkBytes);
+  for (const auto& [name, value] : env::strataVariables())
+    STRATA_LOG(kInfo, kInit, "env ", name, "=", name == "STRATA_JOB_SECRET" ? "<set>" : value);
+  STRATA_LOG(kInfo, kConfig, "job config (", s.config.source, "): ", config::toJson(s.config).dump());
+}
+
+void initWith(config::JobConfig cfg, const InitOptions& options) {
+  std::lock_guard<std::mutex> lock(stateMutex);
+  STRATA_CHECK(state == nullptr, "strata::init() called twice");
+  auto s = std::make_unique<RuntimeState>();
+  s->launch = runtime::detectLaunch(runtime::launchEnvironment());
+  setRankTag(s->launch.rank, s->launch.size);
+  s->config = std::move(cfg);
+  config::checkWorldSize(s->config, s->launch.size);
+  applyEnvironmentOverrides(*s, options);
+  buildWorld(*s);
+  configureLogging(s->launch.rank, s->host);
+  logEffectiveSettings(*s);
+  state = std::move(s);
+}
+
+// Rank tag from the launcher's variables, so that config errors already name the rank.
+void tagFromEnvironment() {
+  try {
+    const runtime::LaunchInfo l = runtime::detectLaunch(runtime::launchEnvironment());
+    setRankTag(l.rank, l.size);
+  } catch (const std::exception&) {
+    // detectLaunch reports the same problem again, with context, in initWith.
+  }
+}
+
+}  // namespace
+
+void init(int argc, char** argv) {
+  tagFromEnvironment();
+  initWith(config::loadJobConfig(argc, argv), InitOptions{});
+}
+
+void init(const InitOptions& options) {
+  tagFromEnvironment();
+  if (!options.configJson.empty()) {
+    initWith(config::parseJobConfig(options.configJson, "InitOptions::configJson"), options);
+  } else if (!options.configPath.empty()) {
+    std::string flag = "--config=" + options.configPath;
+    char* argv[] = {const_cast<char*>("strata"), flag.data()};
+    initWith(config::loadJobConfig(2, argv), options);
+  } else {
+    initWith(config::loadJobConfig(0, nullptr), options);
+  }
+}
+
+void finalize() {
+  std::lock_guard<std::mutex> lock(stateMutex);
+  if (!state) return;
+  const bool mpi = state->launch.kind == runtime::LaunchKind::kMpi;
+  state.reset();
+  if (mpi) bootstrap::mpiFinalize();
+}
+
+bool isInitialized() {
+  std::lock_guard<std::mutex> lock(stateMutex);
+  return state != nullptr;
+}
+
+int rank() { return current().launch.rank; }
+int size() { return current().launch.size; }
+int local_rank() { return current().localRank; }
+int local_size() { return current().localSize; }
+int node() { return current().node; }
+int num_nodes() { return current().numNodes; }
+const std::string& hostname() { return current().host; }
+Group& world() { return *current().world; }
+std::string configJson() { return config::toJson(current().config).dump(2); }
+std::string outputDir() { return current().config.outputDir; }
+
+std::shared_ptr<Group> newGroup(const std::vector<int>& ranks) {
+  RuntimeState& s = current();
+  STRATA_CHECK(!ranks.empty(), "newGroup needs at least one rank");
+  std::string key;
+  int myIndex = -1;
+  std::vector<transport::PeerInfo> peers;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    STRATA_CHECK(ranks[i] >= 0 && ranks[i] < s.launch.size && (i == 0 || ranks[i] > ranks[i - 1]),
+                 "newGroup ranks must be ascending, distinct world ranks below ", s.launch.size, "; got ", ranks[i],
+                 " at position ", i);
+    key += (i ? "," : "") + std::to_string(ranks[i]);
+    if (ranks[i] == s.launch.rank) myIndex = static_cast<int>(i);
+    transport::PeerInfo p = s.peers[ranks[i]];
+    p.rank = static_cast<int>(i);
+    peers.push_back(p);
+  }
+  STRATA_CHECK(myIndex >= 0, "rank ", s.launch.rank, " called newGroup for ranks [", key, "] it is not part of");
+  const int instance = s.groupsCreated[key]++;
+  auto store = bootstrap::makePrefixStore("group/" + key + "/" + std::to_string(instance), s.store);
+  return std::make_shared<Group>(collectives::Communicator::create(store, myIndex, peers, s.commOptions));
+}
+
+}  // namespace strata

@@ -1,0 +1,36 @@
+#include "strata/work.h"
+
+#include "core/errors.h"
+
+namespace strata {
+
+bool Work::isCompleted() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+void Work::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (timeout == std::chrono::milliseconds::max()) {
+    cv_.wait(lock, [this] { return done_; });
+  } else if (!cv_.wait_for(lock, timeout, [this] { return done_; })) {
+    STRATA_THROW(TimeoutError, "asynchronous operation did not complete within ", timeout.count(), " ms");
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+std::exception_ptr Work::exception() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+void Work::finish(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+    error_ = std::move(error);
+  }
+  cv_.notify_all();
+}
+
+}  // namespace strata

@@ -1,0 +1,67 @@
+#include "strata/tensor_ops.h"
+
+#include "core/errors.h"
+#include "strata/runtime.h"
+
+namespace strata {
+namespace {
+
+Group& groupOr(Group* group) { return group ? *group : world(); }
+
+void checkTensor(const torch::Tensor& t, const char* what) {
+  STRATA_CHECK(t.defined(), what, ": the tensor is undefined");
+  STRATA_CHECK(t.device().is_cpu(), what, ": tensor on ", t.device().str(),
+               " (this build of libtorch is CPU-only; CUDA tensors go through the NCCL transport)");
+}
+
+}  // namespace
+
+DType toDType(const c10::ScalarType type) {
+  switch (type) {
+    case c10::ScalarType::Float: return DType::kFloat32;
+    case c10::ScalarType::Double: return DType::kFloat64;
+    case c10::ScalarType::Half: return DType::kFloat16;
+    case c10::ScalarType::BFloat16: return DType::kBFloat16;
+    case c10::ScalarType::Int: return DType::kInt32;
+    case c10::ScalarType::Long: return DType::kInt64;
+    case c10::ScalarType::Byte: return DType::kUInt8;
+    default: STRATA_THROW(Error, "collectives do not support tensors of dtype ", c10::toString(type));
+  }
+}
+
+void allreduce(torch::Tensor& tensor, ReduceOp op, Group* group) {
+  checkTensor(tensor, "allreduce");
+  torch::Tensor dense = tensor.is_contiguous() ? tensor : tensor.contiguous();
+  groupOr(group).allreduce(dense.data_ptr(), dense.data_ptr(), static_cast<size_t>(dense.numel()),
+                           toDType(dense.scalar_type()), op);
+  if (!dense.is_same(tensor)) tensor.copy_(dense);
+}
+
+std::shared_ptr<Work> allreduceAsync(torch::Tensor& tensor, ReduceOp op, Group* group) {
+  checkTensor(tensor, "allreduceAsync");
+  STRATA_CHECK(tensor.is_contiguous(), "allreduceAsync needs a contiguous tensor");
+  return groupOr(group).allreduceAsync(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(tensor.numel()),
+                                       toDType(tensor.scalar_type()), op);
+}
+
+void broadcast(torch::Tensor& tensor, int root, Group* group) {
+  checkTensor(tensor, "broadcast");
+  torch::Tensor dense = tensor.is_contiguous() ? tensor : tensor.contiguous();
+  groupOr(group).broadcast(dense.data_ptr(), static_cast<size_t>(dense.numel()), toDType(dense.scalar_type()), root);
+  if (!dense.is_same(tensor)) tensor.copy_(dense);
+}
+
+torch::Tensor allgather(const torch::Tensor& tensor, Group* group) {
+  checkTensor(tensor, "allgather");
+  Group& g = groupOr(group);
+  torch::Tensor dense = tensor.contiguous();
+  std::vector<int64_t> shape{g.size()};
+  for (int64_t d : dense.sizes()) shape.push_back(d);
+  torch::Tensor out = torch::empty(shape, dense.options());
+  g.allgather(dense.data_ptr(), out.data_ptr(), static_cast<size_t>(dense.numel()), toDType(dense.scalar_type()));
+  return out;
+}
+
+void barrier(Group* group) { groupOr(group).barrier(); }
+
+}  // namespace strata

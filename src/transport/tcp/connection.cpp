@@ -1,0 +1,317 @@
+#include "transport/tcp/connection.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <thread>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "core/errors.h"
+#include "core/logging.h"
+#include "transport/tcp/io_loop.h"
+
+namespace strata::transport::tcp {
+namespace {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the frame header is little-endian");
+
+// send(2) and recv(2) reject a length above INT_MAX with EINVAL, so a single syscall moves
+// at most 1 GiB; the kernel segments it anyway.
+constexpr size_t kMaxIoBytes = size_t{1} << 30;
+// A wait first spins this long: a small message's reply usually lands within a few
+// microseconds, far cheaper than a futex sleep and wakeup.
+constexpr std::chrono::microseconds kSpinBeforeBlock{20};
+
+void cpuRelax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Fills iov with the unsent/unreceived part of [header | payload]; returns the count.
+int buildIov(TcpOp* op, size_t done, iovec iov[2]) {
+  int count = 0;
+  if (done < kHeaderBytes) iov[count++] = {reinterpret_cast<uint8_t*>(&op->header) + done, kHeaderBytes - done};
+  const size_t payloadDone = done > kHeaderBytes ? done - kHeaderBytes : 0;
+  const size_t payloadLeft = op->numBytes - payloadDone;
+  if (payloadLeft > 0) iov[count++] = {op->data + payloadDone, std::min(payloadLeft, kMaxIoBytes)};
+  return count;
+}
+
+const char* verb(TcpOp::Kind kind) { return kind == TcpOp::Kind::kSend ? "send" : "recv"; }
+
+}  // namespace
+
+// ----- TcpOp ---------------------------------------------------------------------------
+
+TcpOp::TcpOp(std::shared_ptr<ConnectionCore> core, Kind kind, void* data, size_t numBytes, uint64_t tag)
+    : kind(kind), data(static_cast<uint8_t*>(data)), numBytes(numBytes), tag(tag), header{tag, numBytes},
+      core_(std::move(core)) {}
+
+TcpOp::~TcpOp() {
+  if (!done()) core_->abandon(this);
+  std::lock_guard<std::mutex> lock(mu_);  // a completer may still be inside notify_all
+}
+
+void TcpOp::complete() {
+  std::lock_guard<std::mutex> lock(mu_);
+  state_.store(kDone, std::memory_order_release);
+  cv_.notify_all();
+}
+
+void TcpOp::completeWithError(Failure failure) {
+  std::lock_guard<std::mutex> lock(mu_);
+  failure_ = std::move(failure);
+  state_.store(kFailed, std::memory_order_release);
+  cv_.notify_all();
+}
+
+void TcpOp::wait(std::chrono::milliseconds timeout) {
+  const auto start = Clock::now();
+  const auto spinUntil = start + kSpinBeforeBlock;
+  while (state_.load(std::memory_order_acquire) == kPending && Clock::now() < spinUntil) cpuRelax();
+  if (state_.load(std::memory_order_acquire) == kPending) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const bool finished = cv_.wait_until(lock, start + timeout, [&] {
+      return state_.load(std::memory_order_acquire) != kPending;
+    });
+    if (!finished) throwTimeout(timeout);
+  }
+  if (state_.load(std::memory_order_acquire) == kFailed) throwFailure();
+}
+
+void TcpOp::throwTimeout(std::chrono::milliseconds timeout) const {
+  const char* dir = kind == Kind::kSend ? "send to" : "recv from";
+  STRATA_THROW(TimeoutError, "tcp ", dir, " rank ", core_->peer(), " timed out after ", timeout.count(),
+               " ms (", numBytes, " bytes tag ", tag, "; ", transferred.load(), " of ", kHeaderBytes + numBytes,
+               " bytes incl. header transferred)");
+}
+
+void TcpOp::throwFailure() const {
+  const int peer = core_->peer();
+  const std::string during = c10::str(" during ", verb(kind), " of ", numBytes, " bytes tag ", tag);
+  switch (failure_.kind) {
+    case FailKind::kMismatch:
+      STRATA_THROW(MismatchError, "tcp recv from rank ", peer, ": message mismatch: expected tag ", tag, " with ",
+                   numBytes, " bytes, the peer sent tag ", failure_.gotTag, " with ", failure_.gotBytes,
+                   " bytes (the ranks posted different sends and receives)");
+    case FailKind::kPeerClosed:
+      STRATA_THROW(NetworkError, "connection to rank ", peer, " closed (peer died?)", during, " (",
+                   failure_.detail, ")");
+    case FailKind::kAfterMismatch:
+      STRATA_THROW(NetworkError, "connection to rank ", peer, " unusable after an earlier message mismatch",
+                   during);
+    case FailKind::kClosedLocally:
+      STRATA_THROW(NetworkError, "connection to rank ", peer, " closed locally (", failure_.detail, ")", during);
+    case FailKind::kIoError:
+    case FailKind::kAbandoned:
+    case FailKind::kNone:
+      break;
+  }
+  STRATA_THROW(NetworkError, "connection to rank ", peer, " failed", during, ": ", failure_.detail);
+}
+
+// ----- ConnectionCore ------------------------------------------------------------------
+
+ConnectionCore::ConnectionCore(Fd fd, int peer, uint64_t id) : peer_(peer), id_(id), fd_(std::move(fd)) {}
+
+ConnectionCore::~ConnectionCore() = default;
+
+void ConnectionCore::post(TcpOp* op) {
+  Progress progressed = Progress::kIdle;
+  {
+    std::lock_guard<std::mutex> lock(mutexFor(op->kind));
+    if (failed_.load(std::memory_order_acquire)) {
+      op->completeWithError(failureForOp());
+      return;
+    }
+    auto& queue = op->kind == TcpOp::Kind::kSend ? sendQueue_ : recvQueue_;
+    queue.push_back(op);
+    op->queued = true;
+    if (queue.size() == 1) progressed = progress(op->kind);  // fast path: first in line
+  }
+  if (progressed == Progress::kFailed) failAll();
+}
+
+void ConnectionCore::onEvents(uint32_t events) {
+  Progress recvProgress = Progress::kIdle;
+  Progress sendProgress = Progress::kIdle;
+  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+    std::lock_guard<std::mutex> lock(recvMu_);
+    recvProgress = progressRecv();
+  }
+  if (events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) {
+    std::lock_guard<std::mutex> lock(sendMu_);
+    sendProgress = progressSend();
+  }
+  if (recvProgress == Progress::kFailed || sendProgress == Progress::kFailed) failAll();
+}
+
+ConnectionCore::Progress ConnectionCore::progress(TcpOp::Kind kind) {
+  return kind == TcpOp::Kind::kSend ? progressSend() : progressRecv();
+}
+
+ConnectionCore::Progress ConnectionCore::progressSend() {
+  while (!sendQueue_.empty() && !closed_ && !failed_.load(std::memory_order_relaxed)) {
+    TcpOp* op = sendQueue_.front();
+    size_t done = op->transferred.load(std::memory_order_relaxed);
+    iovec iov[2];
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(buildIov(op, done, iov));
+    const ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      const int err = errno;
+      if (err == EINTR) continue;
+      if (err == EAGAIN || err == EWOULDBLOCK) return Progress::kIdle;  // EPOLLOUT resumes
+      const bool peerGone = err == EPIPE || err == ECONNRESET;
+      recordFailure({peerGone ? FailKind::kPeerClosed : FailKind::kIoError, errnoText(err)});
+      return Progress::kFailed;
+    }
+    done += static_cast<size_t>(n);
+    op->transferred.store(done, std::memory_order_relaxed);
+    if (done == kHeaderBytes + op->numBytes) {
+      sendQueue_.pop_front();
+      op->queued = false;
+      op->complete();
+    }
+  }
+  return failed_.load(std::memory_order_relaxed) ? Progress::kFailed : Progress::kIdle;
+}
+
+ConnectionCore::Progress ConnectionCore::progressRecv() {
+  while (!recvQueue_.empty() && !closed_ && !failed_.load(std::memory_order_relaxed)) {
+    TcpOp* op = recvQueue_.front();
+    const size_t before = op->transferred.load(std::memory_order_relaxed);
+    iovec iov[2];
+    const int count = buildIov(op, before, iov);
+    const ssize_t n = ::readv(fd_.get(), iov, count);
+    if (n <= 0) {
+      const int err = n == 0 ? 0 : errno;
+      if (err == EINTR) continue;
+      if (err == EAGAIN || err == EWOULDBLOCK) return Progress::kIdle;  // EPOLLIN resumes
+      const bool peerGone = n == 0 || err == ECONNRESET;
+      recordFailure({peerGone ? FailKind::kPeerClosed : FailKind::kIoError,
+                     n == 0 ? std::string("end of stream") : errnoText(err)});
+      return Progress::kFailed;
+    }
+    const size_t done = before + static_cast<size_t>(n);
+    op->transferred.store(done, std::memory_order_relaxed);
+    if (before < kHeaderBytes && done >= kHeaderBytes && !checkHeader(op)) return Progress::kFailed;
+    if (done == kHeaderBytes + op->numBytes) {
+      recvQueue_.pop_front();
+      op->queued = false;
+      op->complete();
+    }
+  }
+  return failed_.load(std::memory_order_relaxed) ? Progress::kFailed : Progress::kIdle;
+}
+
+// The header arrived: it must match what this receive expects, or the stream is out of
+// step and nothing after it can be trusted.
+bool ConnectionCore::checkHeader(TcpOp* op) {
+  if (op->header.tag == op->tag && op->header.numBytes == op->numBytes) return true;
+  Failure failure{FailKind::kMismatch, "message mismatch", op->header.tag, op->header.numBytes};
+  STRATA_LOG(kWarn, kNet, "tcp recv from rank ", peer_, ": expected tag ", op->tag, " with ", op->numBytes,
+             " bytes, got tag ", failure.gotTag, " with ", failure.gotBytes, " bytes; failing the connection");
+  recordFailure(failure);
+  recvQueue_.pop_front();
+  op->queued = false;
+  op->completeWithError(std::move(failure));
+  return false;
+}
+
+void ConnectionCore::abandon(TcpOp* op) {
+  bool wasQueued = false;
+  {
+    std::lock_guard<std::mutex> lock(mutexFor(op->kind));
+    wasQueued = op->queued;
+    if (wasQueued) {
+      recordFailure({FailKind::kAbandoned, c10::str("a pending ", verb(op->kind), " of ", op->numBytes,
+                                                    " bytes tag ", op->tag, " was destroyed before completing")});
+    }
+  }
+  if (wasQueued) {
+    STRATA_LOG(kWarn, kNet, "tcp connection to rank ", peer_, ": a pending ", verb(op->kind),
+               " was destroyed before completing; failing the connection");
+    failAll();
+  }
+}
+
+void ConnectionCore::close(const std::string& why) {
+  recordFailure({FailKind::kClosedLocally, why});
+  failAll();
+  std::lock_guard<std::mutex> sendLock(sendMu_);
+  std::lock_guard<std::mutex> recvLock(recvMu_);
+  closed_ = true;
+  fd_.reset();
+}
+
+void ConnectionCore::recordFailure(Failure failure) {
+  std::lock_guard<std::mutex> lock(failureMu_);
+  if (failure_.kind == FailKind::kNone) failure_ = std::move(failure);
+  failed_.store(true, std::memory_order_release);
+}
+
+void ConnectionCore::failAll() {
+  {
+    std::lock_guard<std::mutex> lock(sendMu_);
+    if (!closed_) ::shutdown(fd_.get(), SHUT_RDWR);  // the peer sees EOF rather than a hang
+    failQueue(sendQueue_);
+  }
+  std::lock_guard<std::mutex> lock(recvMu_);
+  failQueue(recvQueue_);
+}
+
+void ConnectionCore::failQueue(std::deque<TcpOp*>& queue) {
+  if (queue.empty()) return;
+  const Failure failure = failureForOp();
+  for (TcpOp* op : queue) {
+    op->queued = false;
+    op->completeWithError(failure);
+  }
+  queue.clear();
+}
+
+// The failure as later ops see it: only the op that met the mismatch reports it as such.
+Failure ConnectionCore::failureForOp() const {
+  std::lock_guard<std::mutex> lock(failureMu_);
+  Failure failure = failure_;
+  if (failure.kind == FailKind::kMismatch) failure.kind = FailKind::kAfterMismatch;
+  return failure;
+}
+
+// ----- TcpConnection -------------------------------------------------------------------
+
+TcpConnection::TcpConnection(std::shared_ptr<ConnectionCore> core, std::shared_ptr<IoLoop> loop)
+    : core_(std::move(core)), loop_(std::move(loop)) {}
+
+TcpConnection::~TcpConnection() {
+  loop_->remove(core_->id());
+  core_->close("the Connection was destroyed");
+}
+
+std::unique_ptr<PendingOp> TcpConnection::postSend(const void* data, size_t numBytes, uint64_t tag) {
+  STRATA_CHECK(data != nullptr || numBytes == 0, "tcp postSend to rank ", peer(), ": null buffer for ", numBytes,
+               " bytes tag ", tag);
+  auto op = std::make_unique<TcpOp>(core_, TcpOp::Kind::kSend, const_cast<void*>(data), numBytes, tag);
+  core_->post(op.get());
+  return op;
+}
+
+std::unique_ptr<PendingOp> TcpConnection::postRecv(void* data, size_t numBytes, uint64_t tag) {
+  STRATA_CHECK(data != nullptr || numBytes == 0, "tcp postRecv from rank ", peer(), ": null buffer for ", numBytes,
+               " bytes tag ", tag);
+  auto op = std::make_unique<TcpOp>(core_, TcpOp::Kind::kRecv, data, numBytes, tag);
+  core_->post(op.get());
+  return op;
+}
+
+}  // namespace strata::transport::tcp

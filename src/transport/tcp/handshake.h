@@ -1,0 +1,38 @@
+// The first bytes on a new transport connection. The connecting (lower) rank sends a
+// Hello naming itself, the rank it means to reach and the job secret; the accepting rank
+// answers with one HelloStatus byte and closes the socket unless it is kAccepted.
+//
+// Wire format (little-endian): u32 magic | u16 version | u16 reserved | i32 fromRank |
+// i32 toRank | u32 secretBytes | secret. The secret travels in clear: it keeps a
+// different job (or a stray connection) out, it is not protection against a sniffer.
+//
+// Thread-safety: stateless free functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "transport/tcp/socket.h"
+
+namespace strata::transport::tcp {
+
+struct Hello {
+  int fromRank = -1;
+  int toRank = -1;
+  std::string secret;
+};
+
+enum class HelloStatus : uint8_t { kAccepted = 0, kWrongSecret = 1, kWrongRank = 2 };
+const char* helloStatusText(HelloStatus status);
+
+IoStatus sendHello(int fd, const Hello& hello, Clock::time_point deadline, int* err);
+// False (with *why) on a timeout, a closed socket or bytes that are not a Hello.
+bool recvHello(int fd, Hello* hello, Clock::time_point deadline, std::string* why);
+
+IoStatus sendHelloStatus(int fd, HelloStatus status, Clock::time_point deadline, int* err);
+IoStatus recvHelloStatus(int fd, HelloStatus* status, Clock::time_point deadline, int* err);
+
+// Compares in time independent of where the strings differ.
+bool secretsEqual(const std::string& a, const std::string& b);
+
+}  // namespace strata::transport::tcp

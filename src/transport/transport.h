@@ -1,0 +1,75 @@
+// Point-to-point transports: ordered, reliable, tagged byte channels to peers.
+//
+// A Transport creates one Connection per peer through a store rendezvous. The shared-
+// memory collectives do not use this interface (they read peers' buffers directly, see
+// collectives/shm_domain.h); Connections carry the TCP collectives, the inter-host phase
+// of the hierarchical AllReduce and the pipeline's tagged send/recv.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bootstrap/store.h"
+
+namespace strata::transport {
+
+// What a rank tells its peers about itself at rendezvous.
+struct PeerInfo {
+  int rank = 0;
+  std::string host;    // hostname (or the pretend host of STRATA_HOSTS)
+  int hostIndex = 0;   // index of `host` among the job's hosts
+  pid_t pid = 0;       // used to detect a dead local peer quickly
+};
+
+// A posted send or receive. The buffer must stay valid until wait() returns or throws.
+class PendingOp {
+ public:
+  virtual ~PendingOp() = default;
+  // Blocks until complete. Throws NetworkError on peer failure (naming the peer),
+  // TimeoutError after `timeout`, MismatchError when the peer's message has another
+  // tag or byte count than this receive expects.
+  virtual void wait(std::chrono::milliseconds timeout) = 0;
+  // Non-blocking completion check; never throws (errors surface in wait()).
+  virtual bool done() = 0;
+};
+
+// Ordered, reliable byte channel to one peer. Messages are matched in order: the n-th
+// receive posted gets the n-th message the peer sent. Thread-safe: a send and a receive
+// may be posted from different threads (the pipeline's send and recv threads).
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  virtual int peer() const = 0;
+  virtual std::unique_ptr<PendingOp> postSend(const void* data, size_t numBytes, uint64_t tag) = 0;
+  virtual std::unique_ptr<PendingOp> postRecv(void* data, size_t numBytes, uint64_t tag) = 0;
+};
+
+struct TransportOptions {
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  std::string bindHost;    // address to listen on; empty: all interfaces
+  std::string advertiseHost;  // address peers connect to; empty: the hostname's address
+  std::string jobSecret;   // when non-empty, peers must present it (issue #8)
+};
+
+// Creates connections of one kind. Thread-safe.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::string_view name() const = 0;
+  // Publishes our address in `store`, reads the peers', connects to each of `peers`
+  // (ranks other than self). Returns connections indexed like `peers`. Collective over
+  // self and all peers. Throws StoreError / TimeoutError naming the missing peer.
+  virtual std::vector<std::unique_ptr<Connection>> connect(bootstrap::Store& store,
+                                                           const PeerInfo& self,
+                                                           const std::vector<PeerInfo>& peers) = 0;
+};
+
+std::unique_ptr<Transport> makeTcpTransport(const TransportOptions& opts);
+
+}  // namespace strata::transport

@@ -1,0 +1,74 @@
+#include <gtest/gtest.h>
+
+#include "collectives/communicator.h"
+#include "collectives/cost_model.h"
+
+namespace strata::collectives {
+namespace {
+
+TopologySummary oneHost(int n) {
+  TopologySummary t;
+  t.worldSize = n;
+  t.maxLocalSize = n;
+  return t;
+}
+
+TEST(CostModel, OneHostUsesSharedMemory) {
+  const TopologySummary t = oneHost(2);
+  EXPECT_EQ(chooseAllReduce(t, 4096, "auto").algo, AllReduceAlgo::kShmOneShot);
+  EXPECT_EQ(chooseAllReduce(t, 256 << 20, "auto").algo, AllReduceAlgo::kShmChunked);
+}
+
+TEST(CostModel, LargeMessagesPreferTheChunkedAlgorithm) {
+  const TopologySummary t = oneHost(4);
+  EXPECT_LT(estimateUs(AllReduceAlgo::kShmChunked, t, 1 << 20), estimateUs(AllReduceAlgo::kShmOneShot, t, 1 << 20));
+}
+
+TEST(CostModel, TcpOnlyWhenShmIsOff) {
+  TopologySummary t = oneHost(4);
+  t.shmEnabled = false;
+  EXPECT_EQ(chooseAllReduce(t, 64, "auto").algo, AllReduceAlgo::kTcpDirect);
+  EXPECT_EQ(chooseAllReduce(t, 64 << 20, "auto").algo, AllReduceAlgo::kTcpRing);
+}
+
+TEST(CostModel, SeveralHostsWithSeveralRanksEachAreHierarchical) {
+  TopologySummary t;
+  t.worldSize = 8;
+  t.numHosts = 2;
+  t.maxLocalSize = 4;
+  EXPECT_EQ(chooseAllReduce(t, 64 << 20, "auto").algo, AllReduceAlgo::kHierarchical);
+  t.uniformLocalSize = false;
+  EXPECT_NE(chooseAllReduce(t, 64 << 20, "auto").algo, AllReduceAlgo::kHierarchical);
+}
+
+TEST(CostModel, ForcedAlgorithms) {
+  const TopologySummary t = oneHost(2);
+  EXPECT_EQ(chooseAllReduce(t, 4096, "tcp_ring").algo, AllReduceAlgo::kTcpRing);
+  EXPECT_NE(chooseAllReduce(t, 4096, "hierarchical").error.find("cannot run here"), std::string::npos);
+  EXPECT_NE(chooseAllReduce(t, 4096, "ringg").error.find("unknown allreduce algorithm \"ringg\""),
+            std::string::npos);
+  EXPECT_NE(chooseAllReduce(t, 64 << 20, "shm_oneshot").error.find("cannot run here"), std::string::npos);
+  for (const auto& name : algoNames()) {
+    if (name != "auto") EXPECT_EQ(algoName(*parseAlgo(name)), name);
+  }
+}
+
+TEST(Topology, HostsNumberedByFirstAppearance) {
+  const GroupTopology t = buildTopology(3, {7, 7, 2, 2, 9});
+  EXPECT_EQ(t.numHosts, 3);
+  EXPECT_EQ(t.hostOf, (std::vector<int>{0, 0, 1, 1, 2}));
+  EXPECT_EQ(t.localRanks, (std::vector<int>{2, 3}));
+  EXPECT_EQ(t.localIndex, 1);
+  EXPECT_EQ(t.crossHostRanks, (std::vector<int>{1, 3, -1}));
+  EXPECT_FALSE(t.uniformLocalSize);
+  EXPECT_EQ(t.maxLocalSize, 2);
+}
+
+TEST(Topology, UniformHosts) {
+  const GroupTopology t = buildTopology(0, {0, 0, 1, 1});
+  EXPECT_TRUE(t.uniformLocalSize);
+  EXPECT_EQ(t.crossHostRanks, (std::vector<int>{0, 2}));
+}
+
+}  // namespace
+}  // namespace strata::collectives

@@ -1,0 +1,63 @@
+#include <gtest/gtest.h>
+
+#include "core/errors.h"
+#include "runtime/launch.h"
+
+namespace strata::runtime {
+namespace {
+
+std::string errorOf(const EnvMap& env) {
+  try {
+    detectLaunch(env);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Launch, NothingMeansSingleProcess) {
+  const LaunchInfo l = detectLaunch({});
+  EXPECT_EQ(l.kind, LaunchKind::kSingle);
+  EXPECT_EQ(l.size, 1);
+}
+
+TEST(Launch, OpenMpiVariables) {
+  const LaunchInfo l = detectLaunch({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "2"},
+                                     {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}});
+  EXPECT_EQ(l.kind, LaunchKind::kMpi);
+  EXPECT_EQ(l.rank, 2);
+  EXPECT_EQ(l.size, 4);
+  EXPECT_EQ(l.localRank, 0);
+}
+
+TEST(Launch, TorchrunVariables) {
+  const LaunchInfo l = detectLaunch({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"},
+                                     {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}});
+  EXPECT_EQ(l.kind, LaunchKind::kEnv);
+  EXPECT_EQ(l.rank, 1);
+  EXPECT_EQ(l.masterAddr, "10.0.0.1");
+  EXPECT_EQ(l.masterPort, 29500);
+}
+
+TEST(Launch, InconsistentVariablesNameTheirValues) {
+  EXPECT_NE(errorOf({{"RANK", "1"}}).find("needs both RANK and WORLD_SIZE, but got RANK=\"1\" WORLD_SIZE=\"\""),
+            std::string::npos);
+  EXPECT_NE(errorOf({{"RANK", "2"}, {"WORLD_SIZE", "2"}}).find("RANK=2 must be below WORLD_SIZE=2"),
+            std::string::npos);
+  EXPECT_NE(errorOf({{"RANK", "x"}, {"WORLD_SIZE", "2"}}).find("RANK=\"x\" is not a non-negative integer"),
+            std::string::npos);
+  EXPECT_NE(errorOf({{"RANK", "0"}, {"WORLD_SIZE", "2"}}).find("needs MASTER_ADDR and MASTER_PORT"),
+            std::string::npos);
+  EXPECT_NE(errorOf({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "70000"}})
+                .find("MASTER_PORT=70000 is not a TCP port"),
+            std::string::npos);
+}
+
+TEST(Launch, PretendHostsSplitEachRealHostIntoBlocks) {
+  const std::vector<std::string> real{"a", "a", "a", "a", "b", "b"};
+  EXPECT_EQ(pretendHosts(real, 1), real);
+  EXPECT_EQ(pretendHosts(real, 2), (std::vector<std::string>{"a#0", "a#0", "a#1", "a#1", "b#0", "b#1"}));
+}
+
+}  // namespace
+}  // namespace strata::runtime
