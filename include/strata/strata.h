@@ -6,3 +6,6 @@
 #include "strata/tensor_ops.h"
 #include "strata/types.h"
 #include "strata/work.h"
+#include "strata/distributed_model.h"
+#include "strata/data.h"
+#include "strata/errors.h"

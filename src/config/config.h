@@ -114,8 +114,8 @@ struct CheckpointConfig {
 
 struct CollectivesConfig {
   std::chrono::milliseconds timeout{300000};  // every blocking wait
-  std::string transport = "auto";             // "auto" | "shm" | "tcp" | "nccl"
-  std::string allreduceAlgo = "auto";         // "auto" | "ring" | "hd" | "local"
+  std::string transport = "auto";             // "auto" | "shm" | "tcp" (CUDA tensors always use NCCL)
+  std::string allreduceAlgo = "auto";         // "auto" or an algorithm of collectives/cost_model.h
 };
 
 // Job-file defaults for logging; STRATA_LOG_* environment variables take precedence.

@@ -150,8 +150,9 @@ CollectivesConfig parseCollectives(const Validator& v, const Json& section,
   if (r.has("timeout_ms"))
     cc.timeout = std::chrono::milliseconds(
         v.expectInt(r.at("timeout_ms"), r.pathOf("timeout_ms"), 1, kMaxTimeoutMs));
-  r.readEnum("transport", cc.transport, {"auto", "shm", "tcp", "nccl"});
-  r.readEnum("allreduce_algo", cc.allreduceAlgo, {"auto", "ring", "hd", "local"});
+  r.readEnum("transport", cc.transport, {"auto", "shm", "tcp"});
+  r.readEnum("allreduce_algo", cc.allreduceAlgo,
+             {"auto", "shm_oneshot", "shm_chunked", "tcp_direct", "tcp_ring", "hierarchical"});
   return cc;
 }
 

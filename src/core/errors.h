@@ -14,51 +14,8 @@
 
 #include "core/rank_tag.h"
 
-namespace strata {
+#include "strata/errors.h"
 
-// Base class: misuse by the caller (bad argument, wrong state).
-class Error : public c10::Error {
- public:
-  explicit Error(std::string msg) : c10::Error(std::move(msg), /*backtrace=*/"") {}
-};
-
-// The job config (file, environment) is invalid. Fix the configuration; do not retry.
-class ConfigError : public Error {
- public:
-  using Error::Error;
-};
-
-// A peer, socket or shared-memory failure. The group is unusable afterwards.
-class NetworkError : public Error {
- public:
-  using Error::Error;
-};
-
-// A wait ran past its timeout. A kind of NetworkError: the group is unusable.
-class TimeoutError : public NetworkError {
- public:
-  using NetworkError::NetworkError;
-};
-
-// Ranks called different collectives (op, dtype, count or root differ).
-class MismatchError : public Error {
- public:
-  using Error::Error;
-};
-
-// Rendezvous / key-value store failure (transient: connecting may be retried).
-class StoreError : public Error {
- public:
-  using Error::Error;
-};
-
-// NCCL or CUDA failure, converted at the call site.
-class BackendError : public Error {
- public:
-  using Error::Error;
-};
-
-}  // namespace strata
 
 // Throws `type` with the rank tag and the concatenated message when cond is false.
 #define STRATA_CHECK_WITH(type, cond, ...)                                 \

@@ -19,6 +19,7 @@
 #include "core/rank_tag.h"
 #include "core/build_config.h"
 #include "runtime/launch.h"
+#include "runtime/runtime_internal.h"
 
 namespace strata {
 namespace {
@@ -244,6 +245,10 @@ const std::string& hostname() { return current().host; }
 Group& world() { return *current().world; }
 std::string configJson() { return config::toJson(current().config).dump(2); }
 std::string outputDir() { return current().config.outputDir; }
+
+namespace runtime {
+const config::JobConfig& jobConfig() { return current().config; }
+}  // namespace runtime
 
 std::shared_ptr<Group> newGroup(const std::vector<int>& ranks) {
   RuntimeState& s = current();

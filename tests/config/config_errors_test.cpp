@@ -105,7 +105,7 @@ const BadConfig kBadConfigs[] = {
      {"/modelparallel/pipeline: \"fast\" is not one of \"simple\", \"interleaved\""}},
     {"EnumSuggestion",
      R"({"collectives": {"transport": "tpc"}})",
-     {"/collectives/transport: \"tpc\" is not one of \"auto\", \"shm\", \"tcp\", \"nccl\"; did you "
+     {"/collectives/transport: \"tpc\" is not one of \"auto\", \"shm\", \"tcp\"; did you "
       "mean \"tcp\"?"}},
     {"EnumWrongType",
      R"({"dataparallel": {"gradient_dtype": 16}})",

@@ -47,7 +47,7 @@ const char* kEveryKey = R"({
             {"name": "ProfilerReport", "parameters": {"scan_interval_us": 30000000,
              "CPUBottleneck_threshold": "70", "LowGPUUtilization_window": 100}}],
   "checkpoint": {"dir": "/tmp/ckpt", "every_steps": 50, "resume": true, "keep": 0},
-  "collectives": {"timeout_ms": 60000, "transport": "shm", "allreduce_algo": "ring"},
+  "collectives": {"timeout_ms": 60000, "transport": "shm", "allreduce_algo": "tcp_ring"},
   "logging": {"level": "DEBUG", "subsys": ["COLL", "NET"], "ranks": [0, 3], "file": "/tmp/s.%r.log"}
 })";
 

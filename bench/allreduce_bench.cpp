@@ -1,0 +1,147 @@
+// allreduce_bench: float32 in-place sum allreduce, side by side in one mpirun job:
+//   strata  strata::world().allreduce (STRATA_ALLREDUCE_ALGO / STRATA_TRANSPORT / ... apply)
+//   mpi     MPI_Allreduce(MPI_IN_PLACE) on MPI_COMM_WORLD
+//   gloo    c10d::ProcessGroupGloo from libtorch, as torch.distributed "gloo" runs it
+//   memcpy  each rank copies its S bytes to a private buffer, all ranks concurrently:
+//           the "concurrent memcpy" bound of notes/collectives.md; its column is S/t.
+// busbw = algbw * 2(n-1)/n. Usage: see bench/RESULTS.md or --help.
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+
+#include "common.h"
+#include "gloo_baseline.h"
+#include "strata/runtime.h"
+
+namespace sb = strata::bench;
+
+namespace {
+
+float* gBuf = nullptr;  // the in-place buffer every implementation works on
+float* gDst = nullptr;  // memcpy destination
+
+// Seeds the buffer, runs `op` once, counts elements differing from the exact sum.
+template <typename Op>
+int64_t checkAllreduce(size_t count, uint32_t seed, Op op) {
+  const int rank = sb::mpiRank(), n = sb::mpiSize();
+  for (size_t i = 0; i < count; ++i) gBuf[i] = sb::seededValue(rank, i, seed);
+  op();
+  int64_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) {
+    float expect = 0;
+    for (int r = 0; r < n; ++r) expect += sb::seededValue(r, i, seed);
+    wrong += gBuf[i] != expect;
+  }
+  return wrong;
+}
+
+std::string envOr(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+sb::Impl strataImpl() {
+  auto run = [](size_t count) {
+    strata::world().allreduce(gBuf, gBuf, count, strata::DType::kFloat32, strata::ReduceOp::kSum);
+  };
+  return {"strata", false, run,
+          [run](size_t count, uint32_t seed) { return checkAllreduce(count, seed, [&] { run(count); }); },
+          [] { return strata::world().lastAllreduceAlgorithm(); }};
+}
+
+sb::Impl mpiImpl() {
+  auto run = [](size_t count) {
+    MPI_Allreduce(MPI_IN_PLACE, gBuf, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  };
+  return {"mpi", false, run,
+          [run](size_t count, uint32_t seed) { return checkAllreduce(count, seed, [&] { run(count); }); }, {}};
+}
+
+sb::Impl glooImpl(std::shared_ptr<sb::GlooBaseline> gloo) {
+  auto run = [gloo](size_t count) { gloo->allreduce(gBuf, count); };
+  return {"gloo", false, run,
+          [run](size_t count, uint32_t seed) { return checkAllreduce(count, seed, [&] { run(count); }); }, {}};
+}
+
+sb::Impl memcpyImpl() {
+  auto run = [](size_t count) { std::memcpy(gDst, gBuf, count * sizeof(float)); };
+  auto check = [run](size_t count, uint32_t seed) {
+    for (size_t i = 0; i < count; ++i) gBuf[i] = sb::seededValue(sb::mpiRank(), i, seed);
+    run(count);
+    int64_t wrong = 0;
+    for (size_t i = 0; i < count; ++i) wrong += gDst[i] != gBuf[i];
+    return wrong;
+  };
+  return {"memcpy", true, run, check, {}};
+}
+
+std::string mpiLibrary() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(text, &len);
+  std::string s(text, static_cast<size_t>(len));
+  return s.substr(0, s.find_first_of(",\n"));
+}
+
+int runMain(int argc, char** argv) {
+  const sb::Options opts = sb::parseOptions(argc, argv, {"strata", "mpi", "gloo", "memcpy"});
+  const int n = sb::mpiSize();
+  gBuf = static_cast<float*>(sb::allocPrefaulted(opts.maxBytes));
+  gDst = static_cast<float*>(sb::allocPrefaulted(opts.maxBytes));
+
+  sb::BenchSpec spec;
+  spec.op = "allreduce";
+  spec.busBwFactor = 2.0 * (n - 1) / n;
+  spec.headerExtra = "local=" + std::to_string(strata::local_size()) + " hosts=" +
+                     std::to_string(strata::num_nodes()) + " transport=" + envOr("STRATA_TRANSPORT", "auto") +
+                     " algo=" + envOr("STRATA_ALLREDUCE_ALGO", "auto");
+  spec.noteName = "strata-algo";
+  spec.ratioSizes = {64u << 10, 1u << 20, 16u << 20, 64u << 20, 256u << 20};
+  spec.latencySize = 4u << 10;
+  spec.initData = [](size_t count) { std::memset(gBuf, 0, count * sizeof(float)); };
+  spec.headerNotes.push_back("strata: " + strata::world().describe() + " shm_slot_bytes=" +
+                             envOr("STRATA_SHM_SLOT_BYTES", "default") + " chunk_bytes=" +
+                             envOr("STRATA_CHUNK_BYTES", "default"));
+  spec.headerNotes.push_back("mpi: " + mpiLibrary());
+
+  std::vector<sb::Impl> impls;
+  for (const std::string& name : opts.impls) {
+    if (name == "strata") impls.push_back(strataImpl());
+    else if (name == "mpi") impls.push_back(mpiImpl());
+    else if (name == "memcpy") impls.push_back(memcpyImpl());
+    else if (name == "gloo") {
+      auto gloo = std::make_shared<sb::GlooBaseline>(sb::mpiRank(), n);
+      spec.headerNotes.push_back(std::string("gloo: ") + gloo->describe());
+      impls.push_back(glooImpl(gloo));
+    } else {
+      throw std::invalid_argument("unknown --impl " + name + " (strata, mpi, gloo, memcpy)");
+    }
+  }
+  const int64_t wrong = sb::runBenchmark(opts, spec, impls);
+  impls.clear();  // drops the gloo process group before the runtime goes away
+  std::free(gBuf);
+  std::free(gDst);
+  return wrong == 0 ? 0 : 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  strata::init(argc, argv);  // under mpirun this also initialises MPI
+  int rc = 0;
+  try {
+    rc = runMain(argc, argv);
+  } catch (const std::invalid_argument& e) {  // bad flags: the same on every rank
+    if (sb::mpiRank() == 0) std::fprintf(stderr, "allreduce_bench: %s\n", e.what());
+    rc = 1;
+  } catch (const std::exception& e) {  // possibly on one rank only: do not leave peers waiting
+    std::fprintf(stderr, "allreduce_bench rank %d: %s\n", sb::mpiRank(), e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  strata::finalize();
+  return rc;
+}

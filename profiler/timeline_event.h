@@ -1,0 +1,89 @@
+// What a rank records into its timeline, before it is written: slices with a name, a
+// phase (smdebug's "training phase", which becomes a Chrome-trace process in the rank's
+// file) and a track (the Chrome-trace thread id).
+//
+// Tracks exist because Perfetto requires slices on one (pid, tid) to nest strictly:
+// compute and communication overlap in time, so they go on different tracks. Each track
+// must be fed by one thread at a time, whose slices then nest naturally.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace strata::profiler {
+
+// smdebug's ModeKeys.
+enum class Mode { kTrain, kEval, kPredict, kGlobal };
+std::string_view modeName(Mode mode);       // "TRAIN"
+std::string_view stepPhaseName(Mode mode);  // "Step:ModeKeys.TRAIN"
+
+// Chrome-trace tids of a rank. Values are part of the file format: do not renumber.
+enum class Track : int {
+  kSteps = 1,        // Step:ModeKeys.* events only
+  kCompute = 2,      // forward/backward per layer or stage, optimizer, exposed comm waits
+  kCommunication = 3,  // AllReduce per bucket (the comm thread)
+  kDataLoading = 4,  // DataLoaderIter and friends
+  kPipeline = 5,     // pipeline send/recv and idle (bubble) time
+  kCheckpoint = 6,   // checkpoint writes
+};
+// User ranges get a track per thread: kUserTrackBase + an ordinal per thread.
+inline constexpr int kUserTrackBase = 100;
+int trackId(Track track);
+// The thread_name of a tid: "steps", "compute", ..., or "user: <thread name>".
+std::string trackName(int tid);
+// The calling thread's user track (registered on first use, named after the thread).
+// Thread-safe.
+int userTrackOfThisThread();
+
+// Phase names (become process names in a rank's file). Step phases come from
+// stepPhaseName(); the forward/backward/data-loading ones are the PyTorch hook's
+// (specs/smdebug.md §2.2), so smdebug's rules and report classify them as it does.
+namespace phases {
+inline constexpr char kForward[] = "Forward";
+inline constexpr char kForwardSubmodule[] = "Forward-SubModuleInternal";
+inline constexpr char kBackward[] = "Backward(post-forward)";
+inline constexpr char kBackwardSubmodule[] = "Backward-SubModuleInternal";
+inline constexpr char kDataLoaderIter[] = "DataLoaderIter";
+inline constexpr char kAllReduce[] = "AllReduce";          // one slice per bucket
+inline constexpr char kAllReduceWait[] = "AllReduceWait";  // exposed wait on the compute track
+inline constexpr char kPipeline[] = "Pipeline";            // send / recv / idle
+inline constexpr char kOptimizer[] = "Optimizer";
+inline constexpr char kCheckpoint[] = "Checkpoint";
+inline constexpr char kUserRange[] = "UserRange";  // STRATA_PROFILE / profiler::Range
+}  // namespace phases
+
+// One args entry, its value already rendered as JSON (rendering happens once, on the
+// recording thread, only while the timeline is on).
+struct Arg {
+  Arg(std::string k, int64_t v);
+  Arg(std::string k, int v) : Arg(std::move(k), static_cast<int64_t>(v)) {}
+  Arg(std::string k, size_t v) : Arg(std::move(k), static_cast<int64_t>(v)) {}
+  Arg(std::string k, double v);
+  Arg(std::string k, std::string_view v);
+  Arg(std::string k, const char* v) : Arg(std::move(k), std::string_view(v)) {}
+
+  std::string key;
+  std::string json;
+};
+
+struct TimelineEvent {
+  std::string name;
+  std::string phase;
+  int tid = trackId(Track::kCompute);
+  int64_t startUs = 0;  // epoch µs
+  int64_t durUs = 0;
+  int64_t step = -1;    // the rank's step when recorded; -1 before the first
+  std::vector<Arg> args;  // "pid" and "step_num" are added by the writer: do not use them
+};
+
+// The always-on step timer: one per finished step.
+struct StepRecord {
+  int64_t step = 0;
+  Mode mode = Mode::kTrain;
+  int64_t startUs = 0;  // epoch µs
+  int64_t durUs = 0;
+};
+
+}  // namespace strata::profiler

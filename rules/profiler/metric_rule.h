@@ -1,0 +1,105 @@
+// Shared pieces of the profiler (metric) rules: the base class holding the reference report,
+// and the framework-event breakdown the reference computes for bottlenecks and outliers
+// (smdebug's utils.aggregate_framework_metrics).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "rules/params.h"
+#include "strata/rules.h"
+
+namespace strata::rules {
+
+// The reference's "snapshot": system metrics within 20 ms belong to one sample of the host
+// agent (cpu_bottleneck.py snapshot_window_seconds).
+constexpr int64_t kSnapshotWindowUs = 20000;
+// Detail lists that grow with the run (bottleneck timestamps, outlier steps) keep this many
+// newest entries in the JSON; the counts stay exact.
+constexpr size_t kMaxDetailEntries = 1000;
+
+class MetricRuleBase : public Rule {
+ public:
+  MetricRuleBase(std::string name, bool compat) : name_(std::move(name)), compat_(compat) {}
+  std::string name() const override { return name_; }
+  Input input() const override { return Input::kMetrics; }
+  std::optional<RuleReport> report() const override {
+    RuleReport r = report_;
+    addDetails(r);
+    return r;
+  }
+
+ protected:
+  // Adds details computed lazily (quantiles over whole series) when a report is asked for.
+  virtual void addDetails(RuleReport& r) const {}
+  Finding finding(const MetricWindow& w, std::string message,
+                  std::vector<std::string> subjects = {}) const {
+    Finding f;
+    f.rule = name_;
+    f.message = std::move(message);
+    f.timestampUs = w.endUs;
+    f.subjects = std::move(subjects);
+    return f;
+  }
+
+  std::string name_;
+  bool compat_;
+  RuleReport report_;
+};
+
+// Sums keyed by name, remembering first-insertion order (Python dict semantics).
+class OrderedSums {
+ public:
+  double& operator[](const std::string& key);
+  const std::vector<std::pair<std::string, double>>& items() const { return items_; }
+  bool empty() const { return items_.empty(); }
+  double total() const;
+
+ private:
+  std::vector<std::pair<std::string, double>> items_;
+  std::unordered_map<std::string, size_t> index_;
+};
+
+// The framework-event breakdown of the reference (time per CPU/GPU operator, per step phase,
+// forward/backward, "general" phases, Horovod), accumulated over events, in µs.
+class FrameworkBreakdown {
+ public:
+  void add(const FrameworkEvent& e);
+  bool empty() const { return events_ == 0; }
+  // Writes ratio, CPU, CPU_total, GPU, GPU_total, phase, phase_time, general,
+  // forward_backward and horovod into `details`. `compatRatioBug`: pair the ratio labels (CPU
+  // phases first) with the totals (GPU phases first) as utils.py does.
+  void toDetails(nlohmann::json& details, bool compatRatioBug) const;
+
+  std::vector<std::pair<std::string, OrderedSums>> cpu, gpu;  // phase -> operator -> µs
+  OrderedSums stepPhases, forward, backward, general, horovod;
+
+ private:
+  static OrderedSums& phaseSums(std::vector<std::pair<std::string, OrderedSums>>& v,
+                                const std::string& phase);
+  int64_t events_ = 0;
+};
+
+// filter_events: operator -> % of the total across phases, keeping those above `threshold` %,
+// renormalised; `times` gets their µs.
+void filterOperators(const std::vector<std::pair<std::string, OrderedSums>>& byPhase,
+                     double threshold, nlohmann::json* percents, nlohmann::json* times);
+
+// Lower-case substring test.
+bool containsNoCase(const std::string& haystack, const char* needle);
+
+// What a framework event is, for the Strata-specific analyses (per-rank time breakdown, load
+// balance, top layers). See docs/rules.md "Framework event vocabulary".
+enum class EventClass { kStep, kForward, kBackward, kOptimizer, kComm, kIdle, kData, kOther };
+EventClass classifyEvent(const FrameworkEvent& e);
+const char* eventClassName(EventClass c);
+bool isStepEvent(const FrameworkEvent& e);
+
+// A series key for framework events: the node id, or "rank-<r>" when the reader gives none.
+std::string eventNodeKey(const FrameworkEvent& e);
+
+}  // namespace strata::rules

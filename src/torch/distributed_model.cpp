@@ -1,0 +1,326 @@
+#include "strata/distributed_model.h"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/types.h>
+
+#include <ATen/Parallel.h>
+
+#include <thread>
+
+#include "collectives/bucket_assignment.h"
+#include "core/errors.h"
+#include "core/logging.h"
+#include "runtime/runtime_internal.h"
+#include "strata/runtime.h"
+#include "strata/tensor_ops.h"
+#include "torch/model_signature.h"
+
+namespace strata {
+namespace {
+
+constexpr double kBytesPerMb = 1024.0 * 1024.0;
+
+// A parameter whose gradient is synchronised, and where its gradient lives.
+struct GradSlot {
+  std::string name;
+  torch::Tensor param;
+  int bucket = -1;
+  int64_t offset = 0;  // elements into the bucket
+  std::shared_ptr<torch::autograd::Node> accumulator;
+  uintptr_t hookKey = 0;
+};
+
+struct BucketState {
+  torch::Tensor flat;             // the gradients of its parameters, back to back
+  std::vector<int> slots;
+  int pending = 0;                // gradients not yet produced in this backward
+  bool launched = false;
+  std::shared_ptr<Work> work;
+  torch::Tensor wire;             // low-precision copy when gradient_dtype is 16-bit
+};
+
+c10::ScalarType wireType(const std::string& gradientDtype) {
+  if (gradientDtype == "bfloat16") return c10::ScalarType::BFloat16;
+  if (gradientDtype == "float16") return c10::ScalarType::Half;
+  return c10::ScalarType::Undefined;
+}
+
+}  // namespace
+
+torch::Tensor StepOutput::reduce_mean() const {
+  STRATA_CHECK(!outputs.empty(), "reduce_mean of a step that returned no outputs");
+  std::vector<torch::Tensor> detached;
+  for (const auto& t : outputs) detached.push_back(t.detach().to(torch::kFloat64));
+  return torch::stack(detached).mean();
+}
+
+struct DistributedModel::Impl {
+  std::shared_ptr<torch::nn::Module> module;
+  std::function<torch::Tensor(const torch::Tensor&)> forwardFn;
+  DistributedModelOptions options;
+  Group* group = nullptr;
+  std::vector<GradSlot> slots;
+  std::vector<torch::Tensor> buffers;
+  std::vector<BucketState> buckets;
+  size_t nextToLaunch = 0;
+  bool syncEnabled = true;
+  bool backwardActive = false;  // a hook fired since the last finish
+  bool rebuilt = false;
+  std::vector<int> readyOrder;  // observed in the first synchronised backward
+  c10::ScalarType wire = c10::ScalarType::Undefined;
+
+  void collectParameters();
+  void broadcastState();
+  void buildBuckets(const std::vector<int>& order);
+  void registerHooks();
+  void onGradReady(int slot);
+  void launch(size_t bucket);
+  void finish();
+  void maybeRebuild();
+};
+
+void DistributedModel::Impl::collectParameters() {
+  for (const auto& p : module->named_parameters(/*recurse=*/true)) {
+    if (!p.value().requires_grad()) continue;  // frozen: nothing to synchronise
+    STRATA_CHECK(p.value().is_contiguous(), "DistributedModel: parameter ", p.key(), " is not contiguous");
+    STRATA_CHECK(p.value().device().is_cpu(), "DistributedModel: parameter ", p.key(), " is on ",
+                 p.value().device().str(), "; this build supports CPU tensors");
+    GradSlot slot;
+    slot.name = p.key();
+    slot.param = p.value();
+    slots.push_back(std::move(slot));
+  }
+  for (const auto& b : module->named_buffers(/*recurse=*/true)) buffers.push_back(b.value());
+}
+
+void DistributedModel::Impl::broadcastState() {
+  torch::NoGradGuard noGrad;
+  for (const auto& p : module->parameters(/*recurse=*/true)) {
+    torch::Tensor t = p.detach();
+    broadcast(t, 0, group);
+  }
+  for (auto& b : buffers) broadcast(b, 0, group);
+}
+
+void DistributedModel::Impl::buildBuckets(const std::vector<int>& order) {
+  std::vector<collectives::ParamInfo> infos;
+  for (const auto& s : slots)
+    infos.push_back({static_cast<size_t>(s.param.numel()) * s.param.element_size(), toDType(s.param.scalar_type())});
+  const auto plan = collectives::assignBuckets(infos, order, static_cast<size_t>(options.firstBucketMb * kBytesPerMb),
+                                               static_cast<size_t>(options.bucketCapMb * kBytesPerMb));
+  std::vector<BucketState> fresh(plan.size());
+  for (size_t b = 0; b < plan.size(); ++b) {
+    int64_t numel = 0;
+    for (int s : plan[b].params) numel += slots[s].param.numel();
+    fresh[b].flat = torch::zeros({numel}, slots[plan[b].params.at(0)].param.options().requires_grad(false));
+    int64_t offset = 0;
+    for (int s : plan[b].params) {
+      GradSlot& slot = slots[s];
+      torch::Tensor& flat = fresh[b].flat;
+      // A fresh tensor over the bucket's storage (not an autograd view), so optimizers
+      // may detach_() and zero_() it, and autograd accumulates into it in place.
+      torch::Tensor grad = torch::from_blob(static_cast<char*>(flat.data_ptr()) + offset * flat.element_size(),
+                                            slot.param.sizes(), [keep = flat](void*) {}, flat.options());
+      torch::NoGradGuard noGrad;
+      if (slot.param.grad().defined()) grad.copy_(slot.param.grad());
+      slot.param.mutable_grad() = grad;
+      slot.bucket = static_cast<int>(b);
+      slot.offset = offset;
+      fresh[b].slots.push_back(s);
+      offset += slot.param.numel();
+    }
+    fresh[b].pending = static_cast<int>(fresh[b].slots.size());
+  }
+  buckets = std::move(fresh);
+  nextToLaunch = 0;
+}
+
+void DistributedModel::Impl::registerHooks() {
+  for (size_t i = 0; i < slots.size(); ++i) {
+    GradSlot& slot = slots[i];
+    slot.accumulator = torch::autograd::impl::grad_accumulator(slot.param);
+    STRATA_CHECK(slot.accumulator != nullptr, "DistributedModel: no gradient accumulator for ", slot.name);
+    const int index = static_cast<int>(i);
+    slot.hookKey = slot.accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [this, index](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          onGradReady(index);
+          return outputs;
+        }));
+  }
+}
+
+void DistributedModel::Impl::onGradReady(int index) {
+  if (!syncEnabled) return;
+  if (!backwardActive) {
+    backwardActive = true;
+    for (auto& b : buckets) {
+      b.pending = static_cast<int>(b.slots.size());
+      b.launched = false;
+    }
+    nextToLaunch = 0;
+  }
+  if (!rebuilt) readyOrder.push_back(index);
+  BucketState& bucket = buckets[slots[index].bucket];
+  if (--bucket.pending > 0) return;
+  // Launch in bucket order on every rank, whatever order the buckets became ready in.
+  while (nextToLaunch < buckets.size() && buckets[nextToLaunch].pending <= 0) launch(nextToLaunch++);
+}
+
+void DistributedModel::Impl::launch(size_t b) {
+  BucketState& bucket = buckets[b];
+  bucket.launched = true;
+  torch::Tensor& data = bucket.flat;
+  if (wire != c10::ScalarType::Undefined && data.scalar_type() == torch::kFloat32) {
+    bucket.wire = data.to(wire);
+    bucket.work = allreduceAsync(bucket.wire, ReduceOp::kAvg, group);
+  } else {
+    bucket.work = allreduceAsync(data, ReduceOp::kAvg, group);
+  }
+}
+
+void DistributedModel::Impl::finish() {
+  if (!backwardActive) return;
+  // Parameters unused in this step never fired: their (zero or accumulated) gradients
+  // are reduced with the rest.
+  while (nextToLaunch < buckets.size()) launch(nextToLaunch++);
+  for (auto& b : buckets) {
+    if (b.work) b.work->wait();
+    b.work.reset();
+    if (b.wire.defined()) {
+      torch::NoGradGuard noGrad;
+      b.flat.copy_(b.wire);
+      b.wire = torch::Tensor();
+    }
+  }
+  backwardActive = false;
+  maybeRebuild();
+}
+
+void DistributedModel::Impl::maybeRebuild() {
+  if (rebuilt) return;
+  rebuilt = true;
+  // Rank 0's observed order decides for everyone, so buckets stay identical across ranks.
+  std::vector<int64_t> order(slots.size(), -1);
+  for (size_t i = 0; i < readyOrder.size() && i < order.size(); ++i) order[i] = readyOrder[i];
+  group->broadcast(order.data(), order.size(), DType::kInt64, 0);
+  std::vector<int> sequence;
+  std::vector<bool> seen(slots.size(), false);
+  for (int64_t v : order)
+    if (v >= 0 && !seen[v]) {
+      sequence.push_back(static_cast<int>(v));
+      seen[v] = true;
+    }
+  for (size_t i = slots.size(); i-- > 0;)  // unused parameters: reverse registration order
+    if (!seen[i]) sequence.push_back(static_cast<int>(i));
+  readyOrder.clear();
+  buildBuckets(sequence);
+  STRATA_LOG(kInfo, kColl, "DistributedModel: rebuilt ", buckets.size(), " gradient buckets from the observed order");
+}
+
+DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module,
+                                   std::function<torch::Tensor(const torch::Tensor&)> forward,
+                                   DistributedModelOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.module = std::move(module);
+  m.forwardFn = std::move(forward);
+  m.group = options.group ? options.group : &world();
+  const config::JobConfig& cfg = runtime::jobConfig();
+  if (options.bucketCapMb <= 0) options.bucketCapMb = cfg.dataParallel.bucketCapMb;
+  if (options.gradientDtype.empty()) options.gradientDtype = cfg.dataParallel.gradientDtype;
+  m.options = options;
+  m.wire = wireType(options.gradientDtype);
+  // Intra-op threads: the host's cores shared among its ranks.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(std::max(1, cores / std::max(1, local_size())));
+  if (options.checkModelsMatch) detail::checkModelsMatch(*m.group, detail::describeModel(*m.module));
+  m.collectParameters();
+  m.broadcastState();
+  m.buildBuckets({});
+  m.registerHooks();
+  STRATA_LOG(kInfo, kColl, "DistributedModel: ", m.slots.size(), " synchronised parameters in ", m.buckets.size(),
+             " buckets (cap ", options.bucketCapMb, " MB, gradient dtype ",
+             options.gradientDtype.empty() ? "float32" : options.gradientDtype, ")");
+}
+
+DistributedModel::~DistributedModel() {
+  for (auto& slot : impl_->slots)
+    if (slot.accumulator) slot.accumulator->del_post_hook(slot.hookKey);
+  try {
+    for (auto& b : impl_->buckets)
+      if (b.work) b.work->wait();
+  } catch (const std::exception& e) {
+    STRATA_LOG(kWarn, kColl, "DistributedModel: gradient AllReduce failed during destruction: ", e.what());
+  }
+}
+
+torch::Tensor DistributedModel::forward(const torch::Tensor& input) {
+  Impl& m = *impl_;
+  if (m.options.broadcastBuffers && m.module->is_training() && !m.buffers.empty()) {
+    torch::NoGradGuard noGrad;
+    for (auto& b : m.buffers) broadcast(b, 0, m.group);
+  }
+  return m.forwardFn(input);
+}
+
+void DistributedModel::backward(const torch::Tensor& loss) {
+  loss.backward();
+  finish_gradient_sync();
+}
+
+StepOutput DistributedModel::step(const torch::Tensor& data, const torch::Tensor& target, const StepFn& fn) {
+  StepOutput out;
+  out.outputs.push_back(fn(*this, data, target));
+  finish_gradient_sync();
+  return out;
+}
+
+void DistributedModel::finish_gradient_sync() { impl_->finish(); }
+
+void DistributedModel::zero_grad() {
+  finish_gradient_sync();
+  torch::NoGradGuard noGrad;
+  for (auto& b : impl_->buckets) b.flat.zero_();
+  for (auto& slot : impl_->slots) {
+    // The user (or an optimizer) may have replaced the gradient tensor: re-point it at the bucket.
+    const BucketState& b = impl_->buckets[slot.bucket];
+    if (!slot.param.grad().defined() || slot.param.grad().data_ptr() !=
+                                            static_cast<char*>(b.flat.data_ptr()) + slot.offset * b.flat.element_size()) {
+      torch::Tensor flat = b.flat;
+      slot.param.mutable_grad() = torch::from_blob(static_cast<char*>(flat.data_ptr()) + slot.offset * flat.element_size(),
+                                                   slot.param.sizes(), [keep = flat](void*) {}, flat.options());
+    }
+  }
+}
+
+std::vector<torch::Tensor> DistributedModel::parameters() const { return impl_->module->parameters(true); }
+std::shared_ptr<torch::nn::Module> DistributedModel::module() const { return impl_->module; }
+Group& DistributedModel::group() const { return *impl_->group; }
+void DistributedModel::train(bool on) { impl_->module->train(on); }
+size_t DistributedModel::num_buckets() const { return impl_->buckets.size(); }
+bool DistributedModel::buckets_rebuilt() const { return impl_->rebuilt; }
+
+DistributedModel::NoSync::NoSync(DistributedModel& model) : model_(model), previous_(model.impl_->syncEnabled) {
+  model_.finish_gradient_sync();
+  model_.impl_->syncEnabled = false;
+}
+
+DistributedModel::NoSync::~NoSync() { model_.impl_->syncEnabled = previous_; }
+
+DistributedOptimizer::DistributedOptimizer(std::unique_ptr<torch::optim::Optimizer> optimizer, DistributedModel& model)
+    : optimizer_(std::move(optimizer)), model_(model) {}
+
+void DistributedOptimizer::zero_grad() { model_.zero_grad(); }
+
+void DistributedOptimizer::step() {
+  model_.finish_gradient_sync();
+  optimizer_->step();
+}
+
+int dp_rank() { return world().rank(); }
+int dp_size() { return world().size(); }
+double scale_lr(double baseLr) { return baseLr * dp_size(); }
+
+}  // namespace strata

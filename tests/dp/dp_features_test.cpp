@@ -1,0 +1,163 @@
+// Frozen and unused parameters, no_sync accumulation, BatchNorm buffers, bucket
+// rebuilding, 16-bit gradient AllReduce, and models that differ across ranks.
+#include <gtest/gtest.h>
+
+#include "dp/dp_testing.h"
+
+namespace strata::testing {
+namespace {
+
+TEST(DataParallelFeatures, FrozenParametersAreSkipped) {
+  auto reference = makeMlp();
+  auto net = makeMlp();
+  for (auto* n : {&reference, &net})
+    for (auto& p : (*n)[0]->parameters()) p.set_requires_grad(false);
+  torch::optim::SGD refOpt(reference->parameters(), 0.1);
+  DistributedModel model(net);
+  DistributedOptimizer opt(torch::optim::SGD(model.parameters(), 0.1), model);
+  const auto frozenBefore = snapshot(net[0]->parameters());
+  for (int step = 0; step < 5; ++step) {
+    auto [x, y] = globalBatch(step);
+    refOpt.zero_grad();
+    torch::mse_loss(reference->forward(x), y).backward();
+    refOpt.step();
+    opt.zero_grad();
+    model.backward(torch::mse_loss(model(localSlice(x)), localSlice(y)));
+    opt.step();
+  }
+  EXPECT_LE(maxRelativeDiff(model.parameters(), reference->parameters()), 1e-5);
+  EXPECT_EQ(maxRelativeDiff(net[0]->parameters(), frozenBefore), 0.0);
+}
+
+TEST(DataParallelFeatures, UnusedParametersDoNotBlock) {
+  // A module with a layer the forward never uses.
+  torch::manual_seed(7);
+  auto used = torch::nn::Linear(8, 4);
+  auto unused = torch::nn::Linear(8, 4);
+  auto holder = std::make_shared<torch::nn::Module>();
+  holder->register_module("used", used);
+  holder->register_module("unused", unused);
+  DistributedModel model(holder, [used](const torch::Tensor& x) mutable { return used->forward(x); });
+  DistributedOptimizer opt(torch::optim::SGD(model.parameters(), 0.1), model);
+  const auto unusedBefore = snapshot(unused->parameters());
+  for (int step = 0; step < 3; ++step) {
+    auto [x, y] = globalBatch(step);
+    opt.zero_grad();
+    model.backward(torch::mse_loss(model(localSlice(x)), localSlice(y)));
+    opt.step();
+  }
+  EXPECT_EQ(maxRelativeDiff(unused->parameters(), unusedBefore), 0.0);
+  // The used layer is identical on every rank.
+  auto w = used->weight.detach().clone();
+  auto all = strata::allgather(w);
+  for (int r = 0; r < strata::size(); ++r) EXPECT_TRUE(torch::equal(all[r], w)) << "rank " << r;
+}
+
+TEST(DataParallelFeatures, NoSyncAccumulationEqualsTheLargerBatch) {
+  auto reference = makeMlp();
+  auto net = makeMlp();
+  torch::optim::SGD refOpt(reference->parameters(), 0.05);
+  DistributedModel model(net);
+  DistributedOptimizer opt(torch::optim::SGD(model.parameters(), 0.05), model);
+  for (int step = 0; step < 3; ++step) {
+    refOpt.zero_grad();
+    opt.zero_grad();
+    for (int micro = 0; micro < 3; ++micro) {
+      auto [x, y] = globalBatch(step * 10 + micro);
+      torch::mse_loss(reference->forward(x), y).backward();
+      auto loss = torch::mse_loss(model(localSlice(x)), localSlice(y));
+      if (micro < 2) {
+        auto guard = model.no_sync();
+        model.backward(loss);
+      } else {
+        model.backward(loss);
+      }
+    }
+    refOpt.step();
+    opt.step();
+  }
+  EXPECT_LE(maxRelativeDiff(model.parameters(), reference->parameters()), 1e-5);
+}
+
+TEST(DataParallelFeatures, BatchNormBuffersFollowRankZero) {
+  torch::manual_seed(3);
+  torch::nn::Sequential net(torch::nn::Linear(8, 6), torch::nn::BatchNorm1d(6), torch::nn::Linear(6, 4));
+  DistributedModel model(net);
+  DistributedOptimizer opt(torch::optim::SGD(model.parameters(), 0.1), model);
+  for (int step = 0; step < 4; ++step) {
+    auto [x, y] = globalBatch(step);
+    opt.zero_grad();
+    model.backward(torch::mse_loss(model(localSlice(x) + strata::rank()), localSlice(y)));
+    opt.step();
+  }
+  // A training forward starts from rank 0's statistics (broadcast) and updates them with
+  // its input: with the same input on every rank, every rank ends with the same values.
+  { torch::NoGradGuard g; model(globalBatch(9).first); }
+  for (const auto& b : net->buffers()) {
+    if (!b.is_floating_point()) continue;
+    auto all = strata::allgather(b);
+    for (int r = 0; r < strata::size(); ++r) EXPECT_TRUE(torch::equal(all[r], all[0])) << "rank " << r;
+  }
+}
+
+TEST(DataParallelFeatures, BucketsAreRebuiltOnceFromTheObservedOrder) {
+  auto net = makeMlp(torch::kFloat32, 64);
+  DistributedModelOptions options;
+  options.bucketCapMb = 2048.0 / (1 << 20);
+  options.firstBucketMb = 512.0 / (1 << 20);
+  DistributedModel model(net, options);
+  DistributedOptimizer opt(torch::optim::SGD(model.parameters(), 0.1), model);
+  EXPECT_FALSE(model.buckets_rebuilt());
+  EXPECT_GT(model.num_buckets(), 1u);
+  for (int step = 0; step < 2; ++step) {
+    auto [x, y] = globalBatch(step);
+    opt.zero_grad();
+    model.backward(torch::mse_loss(model(localSlice(x)), localSlice(y)));
+    opt.step();
+  }
+  EXPECT_TRUE(model.buckets_rebuilt());
+}
+
+TEST(DataParallelFeatures, Bfloat16GradientsTrainCloseToTheReference) {
+  auto reference = makeMlp();
+  auto net = makeMlp();
+  torch::optim::SGD refOpt(reference->parameters(), 0.1);
+  DistributedModelOptions options;
+  options.gradientDtype = "bfloat16";
+  DistributedModel model(net, options);
+  DistributedOptimizer opt(torch::optim::SGD(model.parameters(), 0.1), model);
+  for (int step = 0; step < 10; ++step) {
+    auto [x, y] = globalBatch(step);
+    refOpt.zero_grad();
+    torch::mse_loss(reference->forward(x), y).backward();
+    refOpt.step();
+    opt.zero_grad();
+    model.backward(torch::mse_loss(model(localSlice(x)), localSlice(y)));
+    opt.step();
+  }
+  const double diff = maxRelativeDiff(model.parameters(), reference->parameters());
+  EXPECT_LE(diff, 2e-2);
+  if (strata::size() > 1) EXPECT_GT(diff, 0.0) << "bfloat16 rounding should leave a trace";
+}
+
+TEST(DataParallelFeatures, DifferentModelsAreReportedByName) {
+  torch::manual_seed(1);
+  const int64_t hidden = strata::rank() == strata::size() - 1 && strata::size() > 1 ? 17 : 16;
+  torch::nn::Sequential net(torch::nn::Linear(8, hidden), torch::nn::Tanh(), torch::nn::Linear(hidden, 4));
+  if (strata::size() == 1) {
+    EXPECT_NO_THROW(DistributedModel model(net));
+    return;
+  }
+  try {
+    DistributedModel model(net);
+    ADD_FAILURE() << "no error";
+  } catch (const strata::Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("ranks built different models"), std::string::npos) << what;
+    EXPECT_NE(what.find(std::to_string(strata::size() - 1)), std::string::npos) << what;
+    if (strata::rank() == strata::size() - 1) EXPECT_NE(what.find("0.weight"), std::string::npos) << what;
+  }
+}
+
+}  // namespace
+}  // namespace strata::testing
