@@ -33,7 +33,7 @@ Session::Session(const config::ProfilerConfig& config, SessionInfo info, bool en
       info_(std::move(info)),
       enabled_(enabled),
       clock_(info_.clock ? info_.clock : processClock()),
-      root_(profilerRoot(info_.outputDir)),
+      root_(::strata::profiler::profilerRoot(info_.outputDir)),
       nodeId_(rankNodeId(info_.rank, info_.hostIndex)),
       window_(FrameworkWindow::from(config.frameworkProfile)),
       buffer_(kMaxPendingEvents) {

@@ -2,8 +2,10 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
+#include "rules/format.h"
 #include "rules/stats.h"
 
 namespace strata::rules {
@@ -173,6 +175,19 @@ void Params::checkAllUsed() const {
     if (!used_.count(item.key()))
       throw std::invalid_argument(rule_ + ": unknown parameter \"" + item.key() + "\"");
   }
+}
+
+}  // namespace strata::rules
+
+namespace strata::rules {
+
+std::string num(double x) {
+  if (std::isfinite(x) && x == std::floor(x) && std::fabs(x) < 1e15) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(x));
+    return buf;
+  }
+  return stats::pyFloat(x);
 }
 
 }  // namespace strata::rules

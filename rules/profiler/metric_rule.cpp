@@ -1,5 +1,7 @@
 #include "rules/profiler/metric_rule.h"
 
+#include "rules/stats.h"
+
 #include <cctype>
 #include <cstring>
 
@@ -176,6 +178,18 @@ const char* eventClassName(EventClass c) {
 std::string eventNodeKey(const FrameworkEvent& e) {
   if (!e.node.empty()) return e.node;
   return "rank-" + std::to_string(e.rank);
+}
+
+}  // namespace strata::rules
+
+namespace strata::rules {
+
+nlohmann::json boxJson(const std::vector<double>& sorted, bool withP05) {
+  const stats::BoxStats b = stats::boxStats(sorted);
+  nlohmann::json j = {{"p25", b.p25}, {"p50", b.p50}, {"p75", b.p75}, {"p95", b.p95},
+                      {"upper", b.upper}, {"lower", b.lower}};
+  if (withP05) j["p05"] = b.p05;
+  return j;
 }
 
 }  // namespace strata::rules

@@ -89,6 +89,42 @@ class FrameworkBreakdown {
 void filterOperators(const std::vector<std::pair<std::string, OrderedSums>>& byPhase,
                      double threshold, nlohmann::json* percents, nlohmann::json* times);
 
+// Per-series state keyed by (node, name), iterated in first-seen order (Python dict order).
+template <typename T>
+class SeriesMap {
+ public:
+  struct Entry {
+    std::string node, name;
+    T value;
+  };
+  template <typename... Args>
+  T& get(const std::string& node, const std::string& name, Args&&... init) {
+    key_.assign(node);
+    key_.push_back('\0');
+    key_.append(name);
+    auto it = index_.find(key_);
+    if (it != index_.end()) return entries_[it->second].value;
+    index_.emplace(key_, entries_.size());
+    entries_.push_back(Entry{node, name, T(std::forward<Args>(init)...)});
+    return entries_.back().value;
+  }
+  const T* find(const std::string& node, const std::string& name) const {
+    auto it = index_.find(node + std::string(1, '\0') + name);
+    return it == index_.end() ? nullptr : &entries_[it->second].value;
+  }
+  std::vector<Entry>& entries() { return entries_; }
+  const std::vector<Entry>& entries() const { return entries_; }
+  size_t size() const { return entries_.size(); }
+
+ private:
+  std::vector<Entry> entries_;
+  std::unordered_map<std::string, size_t> index_;
+  std::string key_;
+};
+
+// Box-plot numbers of a whole series as the reference writes them (p25..p95, upper, lower).
+nlohmann::json boxJson(const std::vector<double>& sorted, bool withP05 = false);
+
 // Lower-case substring test.
 bool containsNoCase(const std::string& haystack, const char* needle);
 

@@ -16,7 +16,9 @@ class PrefixStore final : public Store {
   PrefixStore(std::string prefix, std::shared_ptr<Store> inner)
       : prefix_(std::move(prefix) + "/"), inner_(std::move(inner)) {}
 
-  void set(const std::string& key, const Bytes& value) override { inner_->set(prefix_ + key, value); }
+  void set(const std::string& key, const Bytes& value) override {
+    inner_->set(prefix_ + key, value);
+  }
 
   Bytes get(const std::string& key, std::chrono::milliseconds timeout) override {
     return inner_->get(prefix_ + key, timeout);

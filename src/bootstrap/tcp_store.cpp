@@ -51,9 +51,9 @@ enum class Status : uint8_t { kOk = 0, kTimeout = 1, kBadRequest = 2 };
 constexpr size_t kMaxKeyBytes = 64 * 1024;
 // Values are addresses and small blobs; bounds what one bad client can make us allocate.
 constexpr size_t kMaxBodyBytes = size_t{256} << 20;
-constexpr size_t kRequestPrefixBytes = 4;                 // u32 bodyBytes
-constexpr size_t kRequestHeadBytes = 1 + 4;               // command + keyBytes
-constexpr size_t kReplyHeadBytes = 1 + 8;                 // status + payloadBytes
+constexpr size_t kRequestPrefixBytes = 4;    // u32 bodyBytes
+constexpr size_t kRequestHeadBytes = 1 + 4;  // command + keyBytes
+constexpr size_t kReplyHeadBytes = 1 + 8;    // status + payloadBytes
 // The server answers an expired get at its deadline; this covers scheduling delays.
 constexpr milliseconds kGetReplyGrace{5000};
 // Connect retries back off from 10 ms to 1 s: fast when the server is just starting,
@@ -66,17 +66,31 @@ constexpr size_t kReadChunkBytes = 64 * 1024;
 // Caps a client's requested wait so the deadline arithmetic cannot overflow.
 constexpr milliseconds kMaxWait = std::chrono::hours(24 * 365);
 
-std::string errnoText(int err) { return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")"; }
+std::string errnoText(int err) {
+  return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")";
+}
 
 int remainingMs(Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
   return static_cast<int>(std::clamp<int64_t>(left, 0, 1 << 30));
 }
 
-void putU32(Bytes& out, uint32_t v) { out.insert(out.end(), reinterpret_cast<uint8_t*>(&v), reinterpret_cast<uint8_t*>(&v) + 4); }
-void putU64(Bytes& out, uint64_t v) { out.insert(out.end(), reinterpret_cast<uint8_t*>(&v), reinterpret_cast<uint8_t*>(&v) + 8); }
-uint32_t loadU32(const uint8_t* p) { uint32_t v; std::memcpy(&v, p, 4); return v; }
-uint64_t loadU64(const uint8_t* p) { uint64_t v; std::memcpy(&v, p, 8); return v; }
+void putU32(Bytes& out, uint32_t v) {
+  out.insert(out.end(), reinterpret_cast<uint8_t*>(&v), reinterpret_cast<uint8_t*>(&v) + 4);
+}
+void putU64(Bytes& out, uint64_t v) {
+  out.insert(out.end(), reinterpret_cast<uint8_t*>(&v), reinterpret_cast<uint8_t*>(&v) + 8);
+}
+uint32_t loadU32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+uint64_t loadU64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
 
 // Waits until fd is ready for `events` or the deadline passes. Returns false on timeout.
 bool pollUntil(int fd, short events, Clock::time_point deadline) {
@@ -91,7 +105,8 @@ bool pollUntil(int fd, short events, Clock::time_point deadline) {
 
 enum class IoResult { kOk, kTimeout, kClosed, kError };
 
-IoResult sendAll(int fd, const uint8_t* data, size_t numBytes, Clock::time_point deadline, int* err) {
+IoResult sendAll(int fd, const uint8_t* data, size_t numBytes, Clock::time_point deadline,
+                 int* err) {
   while (numBytes > 0) {
     const ssize_t n = ::send(fd, data, numBytes, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n >= 0) {
@@ -127,7 +142,8 @@ IoResult recvAll(int fd, uint8_t* data, size_t numBytes, Clock::time_point deadl
 
 // One connection attempt to any address of host:port, bounded by the deadline.
 // Returns the connected (non-blocking) socket, or -1 with *why set.
-int connectOnce(const std::string& host, uint16_t port, Clock::time_point deadline, std::string* why) {
+int connectOnce(const std::string& host, uint16_t port, Clock::time_point deadline,
+                std::string* why) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -191,7 +207,8 @@ int listenAnyInterface(uint16_t port, int* err) {
       a4->sin_port = htons(port);
       len = sizeof(*a4);
     }
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), len) == 0 && ::listen(fd, kListenBacklog) == 0) {
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), len) == 0 &&
+        ::listen(fd, kListenBacklog) == 0) {
       return fd;
     }
     *err = errno;
@@ -225,7 +242,8 @@ class StoreServer {
     if (wakeFd_ < 0) {
       err = errno;
       ::close(listenFd_);
-      STRATA_THROW(StoreError, "TcpStore server on port ", port_, ": eventfd failed: ", errnoText(err));
+      STRATA_THROW(StoreError, "TcpStore server on port ", port_,
+                   ": eventfd failed: ", errnoText(err));
     }
     thread_ = std::thread([this] { run(); });
   }
@@ -233,7 +251,8 @@ class StoreServer {
   ~StoreServer() {
     stop_.store(true);
     const uint64_t one = 1;
-    if (::write(wakeFd_, &one, sizeof(one)) < 0) { /* the poll timeout still sees stop_ */ }
+    if (::write(wakeFd_, &one, sizeof(one)) < 0) { /* the poll timeout still sees stop_ */
+    }
     thread_.join();
     for (auto& entry : clients_) ::close(entry.first);
     ::close(listenFd_);
@@ -244,8 +263,8 @@ class StoreServer {
 
  private:
   struct Client {
-    Bytes in;              // bytes received, not yet parsed
-    Bytes out;             // reply bytes not yet sent
+    Bytes in;   // bytes received, not yet parsed
+    Bytes out;  // reply bytes not yet sent
     size_t outSent = 0;
     bool waiting = false;  // a get is parked; later requests wait behind it
   };
@@ -274,7 +293,8 @@ class StoreServer {
       fds.push_back({fd, static_cast<short>(POLLIN | (wantsOut ? POLLOUT : 0)), 0});
     }
     const int rc = ::poll(fds.data(), fds.size(), pollTimeoutMs());
-    if (rc < 0 && errno != EINTR) STRATA_THROW(StoreError, "TcpStore server poll: ", errnoText(errno));
+    if (rc < 0 && errno != EINTR)
+      STRATA_THROW(StoreError, "TcpStore server poll: ", errnoText(errno));
     if (rc > 0) {
       if (fds[0].revents != 0) acceptClients();
       for (size_t i = 2; i < fds.size(); ++i) {
@@ -339,7 +359,8 @@ class StoreServer {
       if (keyBytes > kMaxKeyBytes || keyBytes > bodyBytes - kRequestHeadBytes) return false;
       const std::string key(reinterpret_cast<const char*>(body) + kRequestHeadBytes, keyBytes);
       const uint8_t* arg = body + kRequestHeadBytes + keyBytes;
-      handle(fd, client, static_cast<Command>(body[0]), key, arg, bodyBytes - kRequestHeadBytes - keyBytes);
+      handle(fd, client, static_cast<Command>(body[0]), key, arg,
+             bodyBytes - kRequestHeadBytes - keyBytes);
     }
     client.in.erase(client.in.begin(), client.in.begin() + static_cast<ptrdiff_t>(offset));
     return true;
@@ -383,7 +404,9 @@ class StoreServer {
 
   // Counters are decimal text (as in HashStore); a non-number counts as 0.
   static int64_t decodeCounter(const Bytes& value) {
-    return value.empty() ? 0 : std::strtoll(std::string(value.begin(), value.end()).c_str(), nullptr, 10);
+    return value.empty()
+               ? 0
+               : std::strtoll(std::string(value.begin(), value.end()).c_str(), nullptr, 10);
   }
 
   static void reply(Client& client, Status status, const uint8_t* payload, size_t numBytes) {
@@ -395,8 +418,8 @@ class StoreServer {
   // Sends what the socket takes now; the rest goes on POLLOUT. False on a dead client.
   static bool flush(int fd, Client& client) {
     while (client.outSent < client.out.size()) {
-      const ssize_t n = ::send(fd, client.out.data() + client.outSent, client.out.size() - client.outSent,
-                               MSG_NOSIGNAL);
+      const ssize_t n = ::send(fd, client.out.data() + client.outSent,
+                               client.out.size() - client.outSent, MSG_NOSIGNAL);
       if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
       client.outSent += static_cast<size_t>(n);
     }
@@ -437,7 +460,8 @@ class StoreServer {
   }
 
   void dropClient(int fd) {
-    waiters_.erase(std::remove_if(waiters_.begin(), waiters_.end(), [fd](const Waiter& w) { return w.fd == fd; }),
+    waiters_.erase(std::remove_if(waiters_.begin(), waiters_.end(),
+                                  [fd](const Waiter& w) { return w.fd == fd; }),
                    waiters_.end());
     clients_.erase(fd);
     ::close(fd);
@@ -510,8 +534,8 @@ class TcpStoreImpl final : public TcpStore {
   std::string address() const { return host_ + ":" + std::to_string(port_); }
 
   [[noreturn]] void failProtocol(const char* op, const std::string& key, size_t numBytes) {
-    STRATA_THROW(StoreError, "TcpStore ", address(), " ", op, "(\"", key, "\"): malformed reply of ",
-                 numBytes, " bytes");
+    STRATA_THROW(StoreError, "TcpStore ", address(), " ", op, "(\"", key,
+                 "\"): malformed reply of ", numBytes, " bytes");
   }
 
   // Connects (retrying with backoff) unless connected. Requires mu_.
@@ -535,11 +559,11 @@ class TcpStoreImpl final : public TcpStore {
                  " attempts in ", waited, " ms: ", why);
   }
 
-  Bytes request(Command command, const std::string& key, const Bytes& arg, milliseconds replyTimeout,
-                const char* op, Status* statusOut = nullptr) {
+  Bytes request(Command command, const std::string& key, const Bytes& arg,
+                milliseconds replyTimeout, const char* op, Status* statusOut = nullptr) {
     if (key.size() > kMaxKeyBytes || kRequestHeadBytes + key.size() + arg.size() > kMaxBodyBytes) {
-      STRATA_THROW(StoreError, "TcpStore ", address(), " ", op, ": key of ", key.size(), " bytes or value of ",
-                   arg.size(), " bytes exceeds the protocol limit");
+      STRATA_THROW(StoreError, "TcpStore ", address(), " ", op, ": key of ", key.size(),
+                   " bytes or value of ", arg.size(), " bytes exceeds the protocol limit");
     }
     Bytes frame;
     frame.reserve(kRequestPrefixBytes + kRequestHeadBytes + key.size() + arg.size());
@@ -566,7 +590,8 @@ class TcpStoreImpl final : public TcpStore {
     if (io != IoResult::kOk) failIo(op, key, io, err);
     const auto status = static_cast<Status>(head[0]);
     if (status == Status::kBadRequest) {
-      STRATA_THROW(StoreError, "TcpStore ", address(), " rejected ", op, "(\"", key, "\") as malformed");
+      STRATA_THROW(StoreError, "TcpStore ", address(), " rejected ", op, "(\"", key,
+                   "\") as malformed");
     }
     if (statusOut != nullptr) *statusOut = status;
     return payload;
@@ -576,9 +601,10 @@ class TcpStoreImpl final : public TcpStore {
   [[noreturn]] void failIo(const char* op, const std::string& key, IoResult io, int err) {
     ::close(fd_);
     fd_ = -1;
-    const std::string why = io == IoResult::kTimeout  ? std::string("no reply in time")
-                            : io == IoResult::kClosed ? std::string("the server closed the connection")
-                                                      : errnoText(err);
+    const std::string why = io == IoResult::kTimeout ? std::string("no reply in time")
+                            : io == IoResult::kClosed
+                                ? std::string("the server closed the connection")
+                                : errnoText(err);
     STRATA_THROW(StoreError, "TcpStore ", address(), " ", op, "(\"", key, "\") failed: ", why);
   }
 

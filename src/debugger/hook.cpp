@@ -60,10 +60,18 @@ bool Hook::beginStep(Mode mode) {
   inStep_ = true;
   modelTensorsOpen_ = true;
   due_ = writer_ ? dueCollections(collections_, mode, modeStep) : 0;
-  // Every step opens a file (it may stay empty) so that scalars saved at any step land in
-  // the right one; a due step that ends empty gets the step marker.
-  if (writer_) writer_->beginStep(counters_.globalStep, mode, modeStep, due_ != 0);
+  // A step that is not due reaches the writer only if a scalar is saved in it; the
+  // previous step, if the writer has it open, is published now rather than later.
+  const bool previousQueued = stepQueued_;
+  stepQueued_ = false;
+  if (writer_ && (due_ != 0 || previousQueued)) queueStepLocked();
   return due_ != 0;
+}
+
+void Hook::queueStepLocked() {
+  if (stepQueued_ || !inStep_) return;
+  writer_->beginStep(counters_.globalStep, mode_, counters_.modeSteps[modeIndex(mode_)], due_ != 0);
+  stepQueued_ = true;
 }
 
 void Hook::endStep() {
@@ -128,6 +136,7 @@ bool Hook::saveTensorShared(const std::string& name, DType dtype,
 void Hook::saveScalar(const std::string& name, double value) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!writer_ || closed_) return;
+  queueStepLocked();  // before the first step the scalar goes to TensorBoard only
   writer_->scalar(name, value);
 }
 

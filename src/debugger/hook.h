@@ -91,8 +91,8 @@ class Hook {
   bool saveTensorShared(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
                         std::shared_ptr<const void> owner, const void* data);
   // A user metric: saved as "scalar/<name>" (shape [1], float64) in the current step's file
-  // (or the next step's, before the first step) and as a TensorBoard scalar "<name>". Always
-  // written, whatever the schedule (smdebug's save_scalar).
+  // and as a TensorBoard scalar "<name>" at the current global step. Always written, whatever
+  // the schedule (smdebug's save_scalar); before the first step, to TensorBoard only.
   void saveScalar(const std::string& name, double value);
 
   // Waits until everything queued is on disk and the current step is published.
@@ -116,6 +116,7 @@ class Hook {
   bool saveLocked(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
                   TensorBytes bytes);
   bool wantsLocked(const std::string& tensorName, CollectionMask* containing);
+  void queueStepLocked();
 
   HookOptions options_;
   std::string worker_;
@@ -129,6 +130,7 @@ class Hook {
   bool inStep_ = false;
   bool modelTensorsOpen_ = false;
   CollectionMask due_ = 0;
+  bool stepQueued_ = false;  // the writer knows the current step (it has a file open)
   bool closed_ = false;
 };
 

@@ -47,7 +47,7 @@ struct TrialWriter::Item {
   TensorPlan plan;
   double value = 0;
   // kFlush
-  std::promise<void> done;
+  std::unique_ptr<std::promise<void>> done;
 };
 
 // The state the thread keeps between items; touched only by the writer thread.
@@ -221,7 +221,8 @@ void TrialWriter::scalar(std::string name, double value) {
 void TrialWriter::flush() {
   auto item = std::make_unique<Item>();
   item->kind = Item::Kind::kFlush;
-  std::future<void> done = item->done.get_future();
+  item->done = std::make_unique<std::promise<void>>();
+  std::future<void> done = item->done->get_future();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (closed_) return;
@@ -279,7 +280,7 @@ void TrialWriter::run() {
     }
     if (!error.empty()) STRATA_LOG(kError, kAllSubsys, "debugger: ", error);
     item->bytes.owner.reset();
-    if (item->kind == Item::Kind::kFlush) item->done.set_value();
+    if (item->kind == Item::Kind::kFlush) item->done->set_value();
     std::lock_guard<std::mutex> lock(mutex_);
     queuedBytes_ -= itemBytes;
     bytesWritten_ += written;

@@ -379,6 +379,8 @@ struct KillCase {
   bool knownBug = false;  // see the report: a ring does not propagate the failure
 };
 
+void PrintTo(const KillCase& c, std::ostream* os) { *os << c.name; }
+
 class PeerSigkill : public ::testing::TestWithParam<KillCase> {};
 
 TEST_P(PeerSigkill, SurvivorsFailFastNamingTheDeadRank) {
@@ -458,6 +460,8 @@ struct AbsentCase {
   const char* transport;
 };
 
+void PrintTo(const AbsentCase& c, std::ostream* os) { *os << c.name; }
+
 class AbsentRank : public ::testing::TestWithParam<AbsentCase> {};
 
 TEST_P(AbsentRank, OthersFailNamingIt) {
@@ -515,7 +519,9 @@ TEST_P(AbsentRank, OthersFailNamingIt) {
       EXPECT_TRUE(p.exitedWith(3) || p.exitedWith(4)) << p.how();
     }
   }
-  if (sleeps) EXPECT_GE(timeoutErrors, 1) << "no rank reported a TimeoutError";
+  if (sleeps) {
+    EXPECT_GE(timeoutErrors, 1) << "no rank reported a TimeoutError";
+  }
   if (HasFailure()) ADD_FAILURE() << job.report();
 }
 
@@ -542,6 +548,8 @@ std::string expand(std::string text, const std::string& path) {
   for (size_t at; (at = text.find(key)) != std::string::npos;) text.replace(at, key.size(), path);
   return text;
 }
+
+void PrintTo(const ConfigCase& c, std::ostream* os) { *os << c.name; }
 
 class BadConfig : public ::testing::TestWithParam<ConfigCase> {};
 

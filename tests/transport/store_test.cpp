@@ -1,4 +1,6 @@
 // HashStore, PrefixStore and the store helpers (setString/getString/storeBarrier).
+#include "bootstrap/store.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -6,7 +8,6 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/store.h"
 #include "core/errors.h"
 
 namespace strata::bootstrap {

@@ -1,10 +1,9 @@
 // TcpStore: server and clients in one process over loopback.
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
@@ -107,7 +106,8 @@ TEST(TcpStoreTest, EightClientThreadsRendezvous) {
       client->add("arrived", 1);
       setString(*client, "addr/" + std::to_string(i), "rank" + std::to_string(i));
       for (int j = 0; j < kClients; ++j) {
-        if (getString(*client, "addr/" + std::to_string(j), kTimeout) != "rank" + std::to_string(j)) wrong++;
+        if (getString(*client, "addr/" + std::to_string(j), kTimeout) != "rank" + std::to_string(j))
+          wrong++;
       }
       storeBarrier(*client, "barrier", kClients, kTimeout);
       if (client->add("arrived", 0) != kClients) wrong++;

@@ -91,7 +91,8 @@ void fillPattern(std::vector<uint8_t>& buffer, uint64_t seed) {
     const uint64_t v = mix(seed * 0x100000001b3ull + i);
     std::memcpy(buffer.data() + i * 8, &v, 8);
   }
-  for (size_t i = words * 8; i < buffer.size(); ++i) buffer[i] = static_cast<uint8_t>(mix(seed + i));
+  for (size_t i = words * 8; i < buffer.size(); ++i)
+    buffer[i] = static_cast<uint8_t>(mix(seed + i));
 }
 
 // Number of bytes that differ from the pattern.
@@ -103,7 +104,9 @@ size_t countWrong(const std::vector<uint8_t>& buffer, uint64_t seed) {
   return wrong;
 }
 
-uint64_t seedOf(int rank, int direction, size_t numBytes) { return rank * 1000003ull + direction * 7919ull + numBytes; }
+uint64_t seedOf(int rank, int direction, size_t numBytes) {
+  return rank * 1000003ull + direction * 7919ull + numBytes;
+}
 
 // Expects op->wait() to fail promptly with a NetworkError that is not a timeout (a
 // TimeoutError is a NetworkError too, but means the failure never reached us).
@@ -138,7 +141,8 @@ TEST_P(TcpRingTest, BothDirectionsByteExact) {
     RankEnd end = connectRank(*store, rank, worldSize, loopbackOptions());
     const int right = (rank + 1) % worldSize;
     const int left = (rank + worldSize - 1) % worldSize;
-    std::vector<uint8_t> toRight(numBytes), toLeft(numBytes), fromLeft(numBytes), fromRight(numBytes);
+    std::vector<uint8_t> toRight(numBytes), toLeft(numBytes), fromLeft(numBytes),
+        fromRight(numBytes);
     fillPattern(toRight, seedOf(rank, 0, numBytes));
     fillPattern(toLeft, seedOf(rank, 1, numBytes));
     // Order matters when left == right (two ranks): the peer receives in this order.
@@ -151,15 +155,18 @@ TEST_P(TcpRingTest, BothDirectionsByteExact) {
     sendRight->wait(kTimeout);
     sendLeft->wait(kTimeout);
     EXPECT_TRUE(recvLeft->done() && recvRight->done() && sendRight->done() && sendLeft->done());
-    EXPECT_EQ(countWrong(fromLeft, seedOf(left, 0, numBytes)), 0u) << "rank " << rank << " from left " << left;
-    EXPECT_EQ(countWrong(fromRight, seedOf(right, 1, numBytes)), 0u) << "rank " << rank << " from right " << right;
+    EXPECT_EQ(countWrong(fromLeft, seedOf(left, 0, numBytes)), 0u)
+        << "rank " << rank << " from left " << left;
+    EXPECT_EQ(countWrong(fromRight, seedOf(right, 1, numBytes)), 0u)
+        << "rank " << rank << " from right " << right;
   });
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizesAndSizes, TcpRingTest,
                          ::testing::Combine(::testing::Values(2, 3, 4),
-                                            ::testing::Values(size_t{0}, size_t{1}, size_t{13}, size_t{4096},
-                                                              (size_t{1} << 20) + 3, size_t{64} << 20)),
+                                            ::testing::Values(size_t{0}, size_t{1}, size_t{13},
+                                                              size_t{4096}, (size_t{1} << 20) + 3,
+                                                              size_t{64} << 20)),
                          [](const auto& info) {
                            return "world" + std::to_string(std::get<0>(info.param)) + "_bytes" +
                                   std::to_string(std::get<1>(info.param));
@@ -179,7 +186,8 @@ TEST(TcpTransportTest, ManyMessagesFromSeparateSendAndRecvThreads) {
       for (int i = 0; i < kMessages; ++i) {
         buffers[i].resize(static_cast<size_t>(i * 37 % 5000));
         fillPattern(buffers[i], seedOf(rank, i, buffers[i].size()));
-        ops.push_back(peer.postSend(buffers[i].data(), buffers[i].size(), static_cast<uint64_t>(i)));
+        ops.push_back(
+            peer.postSend(buffers[i].data(), buffers[i].size(), static_cast<uint64_t>(i)));
       }
       for (auto& op : ops) op->wait(kTimeout);
     });
@@ -198,7 +206,8 @@ TEST(TcpTransportTest, ManyMessagesFromSeparateSendAndRecvThreads) {
 // it needs 4.3 GiB of memory, more than CI machines spare. STRATA_TEST_HUGE=1 enables it.
 TEST(TcpTransportTest, MessageLargerThan2GiB) {
   const char* enabled = std::getenv("STRATA_TEST_HUGE");
-  if (enabled == nullptr || std::string(enabled) != "1") GTEST_SKIP() << "set STRATA_TEST_HUGE=1 to run";
+  if (enabled == nullptr || std::string(enabled) != "1")
+    GTEST_SKIP() << "set STRATA_TEST_HUGE=1 to run";
   const size_t numBytes = (size_t{1} << 31) + 4099;
   auto store = bootstrap::makeHashStore();
   runRanks(2, [&](int rank) {
@@ -214,7 +223,8 @@ TEST(TcpTransportTest, MessageLargerThan2GiB) {
     for (size_t i = 0; i < numBytes / 8; ++i) wrong += words[i] != mix(i);
     const auto* bytes = reinterpret_cast<const uint8_t*>(words.data());
     const uint64_t last = mix(numBytes / 8);
-    for (size_t i = numBytes / 8 * 8; i < numBytes; ++i) wrong += bytes[i] != reinterpret_cast<const uint8_t*>(&last)[i % 8];
+    for (size_t i = numBytes / 8 * 8; i < numBytes; ++i)
+      wrong += bytes[i] != reinterpret_cast<const uint8_t*>(&last)[i % 8];
     EXPECT_EQ(wrong, 0u);
   });
 }
@@ -261,12 +271,14 @@ TEST_P(TcpMismatchTest, ReceiverThrowsMismatchErrorNamingPeerTagsAndBytes) {
                           std::to_string(c.expectedBytes) + " bytes"),
                 std::string::npos)
           << what;
-      EXPECT_NE(what.find("sent tag " + std::to_string(c.sentTag) + " with " + std::to_string(c.sentBytes) + " bytes"),
+      EXPECT_NE(what.find("sent tag " + std::to_string(c.sentTag) + " with " +
+                          std::to_string(c.sentBytes) + " bytes"),
                 std::string::npos)
           << what;
     }
     // The stream is out of step: later ops on the connection fail too.
-    const std::string later = expectPromptNetworkError(end.byPeer[0]->postRecv(data.data(), data.size(), c.expectedTag));
+    const std::string later =
+        expectPromptNetworkError(end.byPeer[0]->postRecv(data.data(), data.size(), c.expectedTag));
     EXPECT_NE(later.find("unusable after an earlier message mismatch"), std::string::npos) << later;
     // Keep our socket open until rank 0 has seen the failure: it must learn of it from
     // the connection being shut down, not from our transport going away.
@@ -275,10 +287,10 @@ TEST_P(TcpMismatchTest, ReceiverThrowsMismatchErrorNamingPeerTagsAndBytes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TagsAndSizes, TcpMismatchTest,
-                         ::testing::Values(MismatchCase{64, 1, 64, 2},        // tag differs
-                                           MismatchCase{100, 5, 64, 5},       // longer than expected
-                                           MismatchCase{10, 5, 64, 5},        // shorter than expected
-                                           MismatchCase{0, 7, 0, 8},          // bare headers still checked
+                         ::testing::Values(MismatchCase{64, 1, 64, 2},   // tag differs
+                                           MismatchCase{100, 5, 64, 5},  // longer than expected
+                                           MismatchCase{10, 5, 64, 5},   // shorter than expected
+                                           MismatchCase{0, 7, 0, 8},  // bare headers still checked
                                            MismatchCase{1 << 20, 3, 1 << 20, 4}));
 
 // ----- failures and timeouts -----------------------------------------------------------
@@ -297,8 +309,10 @@ TEST(TcpTransportTest, PeerDestroyedMidwayFailsPendingAndLaterOpsWithNetworkErro
       return;
     }
     std::vector<uint8_t> data(4096);
-    const std::string what = expectPromptNetworkError(end.byPeer[0]->postRecv(data.data(), data.size(), 9));
-    EXPECT_NE(what.find("[r" + std::to_string(rank) + "/3] connection to rank 0 closed (peer died?) during recv of "
+    const std::string what =
+        expectPromptNetworkError(end.byPeer[0]->postRecv(data.data(), data.size(), 9));
+    EXPECT_NE(what.find("[r" + std::to_string(rank) +
+                        "/3] connection to rank 0 closed (peer died?) during recv of "
                         "4096 bytes tag 9"),
               std::string::npos)
         << what;
@@ -325,7 +339,9 @@ TEST(TcpTransportTest, RecvThatNeverComesTimesOut) {
         ADD_FAILURE() << "a recv nobody sends completed";
       } catch (const TimeoutError& e) {
         const std::string what = e.what();
-        EXPECT_NE(what.find("recv from rank 0 timed out after 200 ms (512 bytes tag 3"), std::string::npos) << what;
+        EXPECT_NE(what.find("recv from rank 0 timed out after 200 ms (512 bytes tag 3"),
+                  std::string::npos)
+            << what;
       }
       EXPECT_GE(elapsedSince(start).count(), 190);
       EXPECT_LT(elapsedSince(start).count(), 1000);
@@ -376,7 +392,8 @@ TEST(TcpTransportTest, MissingPeerTimesOutNamingIt) {
     transport->connect(*store, PeerInfo{0, "127.0.0.1", 0, 0}, {PeerInfo{1, "127.0.0.1", 0, 0}});
     FAIL() << "connected to a rank that never started";
   } catch (const TimeoutError& e) {
-    EXPECT_NE(std::string(e.what()).find("rank 1 did not publish its address"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank 1 did not publish its address"), std::string::npos)
+        << e.what();
   }
 }
 

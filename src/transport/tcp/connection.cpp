@@ -38,7 +38,8 @@ void cpuRelax() {
 // Fills iov with the unsent/unreceived part of [header | payload]; returns the count.
 int buildIov(TcpOp* op, size_t done, iovec iov[2]) {
   int count = 0;
-  if (done < kHeaderBytes) iov[count++] = {reinterpret_cast<uint8_t*>(&op->header) + done, kHeaderBytes - done};
+  if (done < kHeaderBytes)
+    iov[count++] = {reinterpret_cast<uint8_t*>(&op->header) + done, kHeaderBytes - done};
   const size_t payloadDone = done > kHeaderBytes ? done - kHeaderBytes : 0;
   const size_t payloadLeft = op->numBytes - payloadDone;
   if (payloadLeft > 0) iov[count++] = {op->data + payloadDone, std::min(payloadLeft, kMaxIoBytes)};
@@ -51,8 +52,13 @@ const char* verb(TcpOp::Kind kind) { return kind == TcpOp::Kind::kSend ? "send" 
 
 // ----- TcpOp ---------------------------------------------------------------------------
 
-TcpOp::TcpOp(std::shared_ptr<ConnectionCore> core, Kind kind, void* data, size_t numBytes, uint64_t tag)
-    : kind(kind), data(static_cast<uint8_t*>(data)), numBytes(numBytes), tag(tag), header{tag, numBytes},
+TcpOp::TcpOp(std::shared_ptr<ConnectionCore> core, Kind kind, void* data, size_t numBytes,
+             uint64_t tag)
+    : kind(kind),
+      data(static_cast<uint8_t*>(data)),
+      numBytes(numBytes),
+      tag(tag),
+      header{tag, numBytes},
       core_(std::move(core)) {}
 
 TcpOp::~TcpOp() {
@@ -79,9 +85,8 @@ void TcpOp::wait(std::chrono::milliseconds timeout) {
   while (state_.load(std::memory_order_acquire) == kPending && Clock::now() < spinUntil) cpuRelax();
   if (state_.load(std::memory_order_acquire) == kPending) {
     std::unique_lock<std::mutex> lock(mu_);
-    const bool finished = cv_.wait_until(lock, start + timeout, [&] {
-      return state_.load(std::memory_order_acquire) != kPending;
-    });
+    const bool finished = cv_.wait_until(
+        lock, start + timeout, [&] { return state_.load(std::memory_order_acquire) != kPending; });
     if (!finished) throwTimeout(timeout);
   }
   if (state_.load(std::memory_order_acquire) == kFailed) throwFailure();
@@ -89,9 +94,9 @@ void TcpOp::wait(std::chrono::milliseconds timeout) {
 
 void TcpOp::throwTimeout(std::chrono::milliseconds timeout) const {
   const char* dir = kind == Kind::kSend ? "send to" : "recv from";
-  STRATA_THROW(TimeoutError, "tcp ", dir, " rank ", core_->peer(), " timed out after ", timeout.count(),
-               " ms (", numBytes, " bytes tag ", tag, "; ", transferred.load(), " of ", kHeaderBytes + numBytes,
-               " bytes incl. header transferred)");
+  STRATA_THROW(TimeoutError, "tcp ", dir, " rank ", core_->peer(), " timed out after ",
+               timeout.count(), " ms (", numBytes, " bytes tag ", tag, "; ", transferred.load(),
+               " of ", kHeaderBytes + numBytes, " bytes incl. header transferred)");
 }
 
 void TcpOp::throwFailure() const {
@@ -99,28 +104,29 @@ void TcpOp::throwFailure() const {
   const std::string during = c10::str(" during ", verb(kind), " of ", numBytes, " bytes tag ", tag);
   switch (failure_.kind) {
     case FailKind::kMismatch:
-      STRATA_THROW(MismatchError, "tcp recv from rank ", peer, ": message mismatch: expected tag ", tag, " with ",
-                   numBytes, " bytes, the peer sent tag ", failure_.gotTag, " with ", failure_.gotBytes,
-                   " bytes (the ranks posted different sends and receives)");
+      STRATA_THROW(MismatchError, "tcp recv from rank ", peer, ": message mismatch: expected tag ",
+                   tag, " with ", numBytes, " bytes, the peer sent tag ", failure_.gotTag, " with ",
+                   failure_.gotBytes, " bytes (the ranks posted different sends and receives)");
     case FailKind::kPeerClosed:
       STRATA_THROW(NetworkError, "connection to rank ", peer, " closed (peer died?)", during, " (",
                    failure_.detail, ")");
     case FailKind::kAfterMismatch:
-      STRATA_THROW(NetworkError, "connection to rank ", peer, " unusable after an earlier message mismatch",
-                   during);
+      STRATA_THROW(NetworkError, "connection to rank ", peer,
+                   " unusable after an earlier message mismatch", during);
     case FailKind::kClosedLocally:
-      STRATA_THROW(NetworkError, "connection to rank ", peer, " closed locally (", failure_.detail, ")", during);
+      STRATA_THROW(NetworkError, "connection to rank ", peer, " closed locally (", failure_.detail,
+                   ")", during);
     case FailKind::kIoError:
     case FailKind::kAbandoned:
-    case FailKind::kNone:
-      break;
+    case FailKind::kNone: break;
   }
   STRATA_THROW(NetworkError, "connection to rank ", peer, " failed", during, ": ", failure_.detail);
 }
 
 // ----- ConnectionCore ------------------------------------------------------------------
 
-ConnectionCore::ConnectionCore(Fd fd, int peer, uint64_t id) : peer_(peer), id_(id), fd_(std::move(fd)) {}
+ConnectionCore::ConnectionCore(Fd fd, int peer, uint64_t id)
+    : peer_(peer), id_(id), fd_(std::move(fd)) {}
 
 ConnectionCore::~ConnectionCore() = default;
 
@@ -219,8 +225,9 @@ ConnectionCore::Progress ConnectionCore::progressRecv() {
 bool ConnectionCore::checkHeader(TcpOp* op) {
   if (op->header.tag == op->tag && op->header.numBytes == op->numBytes) return true;
   Failure failure{FailKind::kMismatch, "message mismatch", op->header.tag, op->header.numBytes};
-  STRATA_LOG(kWarn, kNet, "tcp recv from rank ", peer_, ": expected tag ", op->tag, " with ", op->numBytes,
-             " bytes, got tag ", failure.gotTag, " with ", failure.gotBytes, " bytes; failing the connection");
+  STRATA_LOG(kWarn, kNet, "tcp recv from rank ", peer_, ": expected tag ", op->tag, " with ",
+             op->numBytes, " bytes, got tag ", failure.gotTag, " with ", failure.gotBytes,
+             " bytes; failing the connection");
   recordFailure(failure);
   recvQueue_.pop_front();
   op->queued = false;
@@ -234,8 +241,9 @@ void ConnectionCore::abandon(TcpOp* op) {
     std::lock_guard<std::mutex> lock(mutexFor(op->kind));
     wasQueued = op->queued;
     if (wasQueued) {
-      recordFailure({FailKind::kAbandoned, c10::str("a pending ", verb(op->kind), " of ", op->numBytes,
-                                                    " bytes tag ", op->tag, " was destroyed before completing")});
+      recordFailure({FailKind::kAbandoned,
+                     c10::str("a pending ", verb(op->kind), " of ", op->numBytes, " bytes tag ",
+                              op->tag, " was destroyed before completing")});
     }
   }
   if (wasQueued) {
@@ -298,17 +306,19 @@ TcpConnection::~TcpConnection() {
   core_->close("the Connection was destroyed");
 }
 
-std::unique_ptr<PendingOp> TcpConnection::postSend(const void* data, size_t numBytes, uint64_t tag) {
-  STRATA_CHECK(data != nullptr || numBytes == 0, "tcp postSend to rank ", peer(), ": null buffer for ", numBytes,
-               " bytes tag ", tag);
-  auto op = std::make_unique<TcpOp>(core_, TcpOp::Kind::kSend, const_cast<void*>(data), numBytes, tag);
+std::unique_ptr<PendingOp> TcpConnection::postSend(const void* data, size_t numBytes,
+                                                   uint64_t tag) {
+  STRATA_CHECK(data != nullptr || numBytes == 0, "tcp postSend to rank ", peer(),
+               ": null buffer for ", numBytes, " bytes tag ", tag);
+  auto op =
+      std::make_unique<TcpOp>(core_, TcpOp::Kind::kSend, const_cast<void*>(data), numBytes, tag);
   core_->post(op.get());
   return op;
 }
 
 std::unique_ptr<PendingOp> TcpConnection::postRecv(void* data, size_t numBytes, uint64_t tag) {
-  STRATA_CHECK(data != nullptr || numBytes == 0, "tcp postRecv from rank ", peer(), ": null buffer for ", numBytes,
-               " bytes tag ", tag);
+  STRATA_CHECK(data != nullptr || numBytes == 0, "tcp postRecv from rank ", peer(),
+               ": null buffer for ", numBytes, " bytes tag ", tag);
   auto op = std::make_unique<TcpOp>(core_, TcpOp::Kind::kRecv, data, numBytes, tag);
   core_->post(op.get());
   return op;

@@ -13,8 +13,14 @@
 //     thread (the fast path, when the op is first in line) or on the I/O thread when epoll
 //     reports the socket ready. Non-blocking sockets: nobody ever sleeps holding a mutex.
 //   * Lock order: sendMu_ or recvMu_ (never both, except close() which takes send then
-//     recv), then an op's mu_. fail() is called holding neither direction mutex.
-//   * A TcpOp is waited on by one thread at a time.
+//     recv), then failureMu_ or an op's mu_. failAll() is called holding neither
+//     direction mutex.
+//   * A failure (peer EOF/ECONNRESET/EPIPE, socket error, header mismatch, an abandoned
+//     op, local close) is recorded once; every pending and later op fails with it, and
+//     the socket is shut down so the peer fails promptly too instead of hanging.
+//   * A TcpOp is waited on by one thread at a time. Destroying an op that has not
+//     completed fails the connection: its buffer is going away mid-message, and skipping
+//     the message would put the stream out of step.
 #pragma once
 
 #include <atomic>
@@ -33,18 +39,18 @@ namespace strata::transport::tcp {
 // Why an op or a connection failed.
 enum class FailKind {
   kNone,
-  kPeerClosed,        // EOF, ECONNRESET or EPIPE: the peer went away
-  kIoError,           // another socket error
-  kMismatch,          // the peer's message had another tag or size (this op only)
-  kAfterMismatch,     // a later op on a connection that had a mismatch
-  kClosedLocally,     // our Connection or Transport was destroyed
-  kAbandoned,         // a pending op was destroyed before it completed
+  kPeerClosed,     // EOF, ECONNRESET or EPIPE: the peer went away
+  kIoError,        // another socket error
+  kMismatch,       // the peer's message had another tag or size (this op only)
+  kAfterMismatch,  // a later op on a connection that had a mismatch
+  kClosedLocally,  // our Connection or Transport was destroyed
+  kAbandoned,      // a pending op was destroyed before it completed
 };
 
 struct Failure {
   FailKind kind = FailKind::kNone;
-  std::string detail;     // errno text or similar
-  uint64_t gotTag = 0;    // kMismatch: the header that arrived
+  std::string detail;   // errno text or similar
+  uint64_t gotTag = 0;  // kMismatch: the header that arrived
   uint64_t gotBytes = 0;
 };
 
@@ -115,8 +121,8 @@ class ConnectionCore {
  private:
   // kFailed: a failure was recorded; the caller runs failAll() once it holds no mutex.
   enum class Progress { kIdle, kFailed };
-  Progress progressSend();  // requires sendMu_
-  Progress progressRecv();  // requires recvMu_
+  Progress progressSend();              // requires sendMu_
+  Progress progressRecv();              // requires recvMu_
   Progress progress(TcpOp::Kind kind);  // requires that direction's mutex
   bool checkHeader(TcpOp* op);          // requires recvMu_; false on a mismatch
   void recordFailure(Failure failure);
@@ -134,9 +140,9 @@ class ConnectionCore {
   std::deque<TcpOp*> recvQueue_;  // guarded by recvMu_
   std::atomic<bool> failed_{false};
   mutable std::mutex failureMu_;
-  Failure failure_;               // guarded by failureMu_; first failure wins
-  bool closed_ = false;           // guarded by sendMu_ and recvMu_ (both to write)
-  Fd fd_;                         // closed in close(), with both mutexes held
+  Failure failure_;      // guarded by failureMu_; first failure wins
+  bool closed_ = false;  // guarded by sendMu_ and recvMu_ (both to write)
+  Fd fd_;                // closed in close(), with both mutexes held
 };
 
 // The Connection handed to users: posts ops on the core; closes it on destruction.

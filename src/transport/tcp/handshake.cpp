@@ -27,14 +27,15 @@ const char* helloStatusText(HelloStatus status) {
   switch (status) {
     case HelloStatus::kAccepted: return "accepted";
     case HelloStatus::kWrongSecret: return "wrong job secret";
-    case HelloStatus::kWrongRank: return "unexpected rank (not a peer of this group, or already connected)";
+    case HelloStatus::kWrongRank:
+      return "unexpected rank (not a peer of this group, or already connected)";
   }
   return "unknown status";
 }
 
 IoStatus sendHello(int fd, const Hello& hello, Clock::time_point deadline, int* err) {
-  HelloFixed fixed{kHelloMagic, kHelloVersion, 0, hello.fromRank, hello.toRank,
-                   static_cast<uint32_t>(hello.secret.size())};
+  HelloFixed fixed{kHelloMagic,    kHelloVersion, 0,
+                   hello.fromRank, hello.toRank,  static_cast<uint32_t>(hello.secret.size())};
   std::string bytes(reinterpret_cast<const char*>(&fixed), sizeof(fixed));
   bytes += hello.secret;
   return sendAll(fd, bytes.data(), bytes.size(), deadline, err);
@@ -48,7 +49,8 @@ bool recvHello(int fd, Hello* hello, Clock::time_point deadline, std::string* wh
     *why = std::string("reading the handshake: ") + ioStatusText(status);
     return false;
   }
-  if (fixed.magic != kHelloMagic || fixed.version != kHelloVersion || fixed.secretBytes > kMaxSecretBytes) {
+  if (fixed.magic != kHelloMagic || fixed.version != kHelloVersion ||
+      fixed.secretBytes > kMaxSecretBytes) {
     *why = "not a strata tcp handshake (magic, version or length wrong)";
     return false;
   }

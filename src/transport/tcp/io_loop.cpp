@@ -22,8 +22,8 @@ constexpr int kMaxEvents = 64;
 
 IoLoop::IoLoop(int rank, int worldSize)
     : epollFd_(::epoll_create1(EPOLL_CLOEXEC)), wakeFd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
-  STRATA_CHECK_NET(epollFd_.valid() && wakeFd_.valid(), "tcp I/O loop: epoll/eventfd creation failed: ",
-                   errnoText(errno));
+  STRATA_CHECK_NET(epollFd_.valid() && wakeFd_.valid(),
+                   "tcp I/O loop: epoll/eventfd creation failed: ", errnoText(errno));
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = kWakeId;
@@ -47,8 +47,8 @@ void IoLoop::add(const std::shared_ptr<ConnectionCore>& core) {
   if (::epoll_ctl(epollFd_.get(), EPOLL_CTL_ADD, core->fd(), &ev) != 0) {
     const int err = errno;
     remove(core->id());
-    STRATA_THROW(NetworkError, "tcp I/O loop: epoll_ctl(ADD) for the connection to rank ", core->peer(),
-                 " failed: ", errnoText(err));
+    STRATA_THROW(NetworkError, "tcp I/O loop: epoll_ctl(ADD) for the connection to rank ",
+                 core->peer(), " failed: ", errnoText(err));
   }
 }
 
@@ -113,7 +113,8 @@ void IoLoop::loop() {
     for (int i = 0; i < n; ++i) {
       if (events[i].data.u64 == kWakeId) {
         uint64_t count = 0;
-        if (::read(wakeFd_.get(), &count, sizeof(count)) < 0) { /* EAGAIN: already drained */ }
+        if (::read(wakeFd_.get(), &count, sizeof(count)) < 0) { /* EAGAIN: already drained */
+        }
         continue;
       }
       std::shared_ptr<ConnectionCore> core;

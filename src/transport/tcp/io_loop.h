@@ -54,7 +54,7 @@ class IoLoop {
   std::atomic<uint64_t> nextId_{1};
   std::mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<ConnectionCore>> cores_;  // guarded by mu_
-  bool stopped_ = false;                                                  // guarded by mu_
+  bool stopped_ = false;                                                 // guarded by mu_
   std::thread thread_;  // last: starts once the members above exist
 };
 

@@ -92,7 +92,8 @@ bool parseHostPort(const std::string& text, std::string* host, uint16_t* port) {
   const size_t colon = text.rfind(':');
   if (colon == std::string::npos || colon + 1 >= text.size()) return false;
   const std::string portText = text.substr(colon + 1);
-  if (portText.find_first_not_of("0123456789") != std::string::npos || portText.size() > 5) return false;
+  if (portText.find_first_not_of("0123456789") != std::string::npos || portText.size() > 5)
+    return false;
   const unsigned long value = std::stoul(portText);
   if (value == 0 || value > 65535) return false;
   std::string h = text.substr(0, colon);
@@ -126,7 +127,8 @@ Fd listenOn(const std::string& bindHost) {
   hints.ai_flags = AI_PASSIVE;
   addrinfo* list = nullptr;
   const int rc = ::getaddrinfo(host.c_str(), "0", &hints, &list);
-  STRATA_CHECK_NET(rc == 0, "tcp listen: cannot resolve bind host \"", host, "\": ", ::gai_strerror(rc));
+  STRATA_CHECK_NET(rc == 0, "tcp listen: cannot resolve bind host \"", host,
+                   "\": ", ::gai_strerror(rc));
   std::string why = "no address";
   Fd fd;
   for (const addrinfo* ai = list; ai != nullptr && !fd.valid(); ai = ai->ai_next) {
@@ -136,7 +138,8 @@ Fd listenOn(const std::string& bindHost) {
       continue;
     }
     setDataSocketOptions(fd.get());  // accepted sockets inherit the buffer sizes
-    if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd.get(), kListenBacklog) != 0) {
+    if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0 ||
+        ::listen(fd.get(), kListenBacklog) != 0) {
       why = errnoText(errno);
       fd.reset();
     }
@@ -177,7 +180,8 @@ Fd connectWithRetry(const std::string& host, uint16_t port, Clock::time_point de
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* list = nullptr;
   const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &list);
-  STRATA_CHECK_NET(rc == 0, what, ": cannot resolve ", formatHostPort(host, port), ": ", ::gai_strerror(rc));
+  STRATA_CHECK_NET(rc == 0, what, ": cannot resolve ", formatHostPort(host, port), ": ",
+                   ::gai_strerror(rc));
   const auto start = Clock::now();
   auto backoff = kMinBackoff;
   std::string why;

@@ -10,10 +10,16 @@
 //   4. read the status byte of each Hello we sent.
 // No step waits on a later step of another rank, so connect() cannot deadlock.
 //
+// Address peers connect to: $STRATA_TCP_IFADDR, else opts.advertiseHost, else a specific
+// opts.bindHost, else the hostname's IPv4 address, else 127.0.0.1. We listen on
+// opts.bindHost (empty: 0.0.0.0).
+//
 // Threading contract: connect() calls on one transport are serialised; concurrent calls
 // wait their turn. The store must give every group its own namespace (PrefixStore).
 // Destroying the transport stops the I/O thread and closes every socket: pending and
 // later ops on its connections fail with NetworkError, and peers see the connections close.
+#include "transport/transport.h"
+
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -26,7 +32,6 @@
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/io_loop.h"
 #include "transport/tcp/socket.h"
-#include "transport/transport.h"
 
 namespace strata::transport {
 namespace tcp {
@@ -39,9 +44,7 @@ constexpr milliseconds kHandshakeTimeout{10000};
 
 std::string addressKey(int rank) { return "tcp/addr/" + std::to_string(rank); }
 
-milliseconds remaining(Clock::time_point deadline) {
-  return milliseconds(remainingMs(deadline));
-}
+milliseconds remaining(Clock::time_point deadline) { return milliseconds(remainingMs(deadline)); }
 
 // Peers of a connect() call whose Hello we still wait for, by rank -> index in `peers`.
 std::string rankList(const std::map<int, size_t>& ranks) {
@@ -74,7 +77,8 @@ class TcpTransport final : public Transport {
     Fd listener = listenOn(opts_.bindHost);
     const std::string address = formatHostPort(advertiseHost(), localPort(listener.get()));
     bootstrap::setString(store, addressKey(self.rank), address);
-    STRATA_LOG(kInfo, kNet, "tcp rank ", self.rank, " listening at ", address, " for ", peers.size(), " peers");
+    STRATA_LOG(kInfo, kNet, "tcp rank ", self.rank, " listening at ", address, " for ",
+               peers.size(), " peers");
 
     std::vector<Fd> fds(peers.size());
     for (size_t i = 0; i < peers.size(); ++i) {
@@ -114,8 +118,9 @@ class TcpTransport final : public Transport {
     try {
       text = bootstrap::getString(store, addressKey(peer), remaining(deadline));
     } catch (const TimeoutError&) {
-      STRATA_THROW(TimeoutError, "tcp connect: rank ", peer, " did not publish its address (store key \"",
-                   addressKey(peer), "\") within ", opts_.timeout.count(), " ms");
+      STRATA_THROW(TimeoutError, "tcp connect: rank ", peer,
+                   " did not publish its address (store key \"", addressKey(peer), "\") within ",
+                   opts_.timeout.count(), " ms");
     }
     std::string host;
     uint16_t port = 0;
@@ -124,15 +129,17 @@ class TcpTransport final : public Transport {
     Fd fd = connectWithRetry(host, port, deadline, c10::str("tcp connect to rank ", peer));
     int err = 0;
     const IoStatus io = sendHello(fd.get(), Hello{selfRank, peer, opts_.jobSecret}, deadline, &err);
-    STRATA_CHECK_NET(io == IoStatus::kOk, "tcp connect: sending the handshake to rank ", peer, " at ", text,
-                     " failed: ", ioStatusText(io), err != 0 ? " " + errnoText(err) : "");
+    STRATA_CHECK_NET(io == IoStatus::kOk, "tcp connect: sending the handshake to rank ", peer,
+                     " at ", text, " failed: ", ioStatusText(io),
+                     err != 0 ? " " + errnoText(err) : "");
     return fd;
   }
 
   // Step 3: accepts until every lower-ranked peer presented a valid Hello. Connections
   // with a wrong secret or an unexpected rank are refused, logged and closed.
-  void acceptLowerRanks(int listenFd, const std::string& address, int selfRank, const std::vector<PeerInfo>& peers,
-                        Clock::time_point deadline, std::vector<Fd>& fds) {
+  void acceptLowerRanks(int listenFd, const std::string& address, int selfRank,
+                        const std::vector<PeerInfo>& peers, Clock::time_point deadline,
+                        std::vector<Fd>& fds) {
     std::map<int, size_t> waiting;
     for (size_t i = 0; i < peers.size(); ++i) {
       if (peers[i].rank < selfRank) waiting[peers[i].rank] = i;
@@ -146,7 +153,8 @@ class TcpTransport final : public Transport {
       const std::string from = peerAddress(fd.get());
       Hello hello;
       std::string why;
-      if (!recvHello(fd.get(), &hello, std::min(deadline, Clock::now() + kHandshakeTimeout), &why)) {
+      if (!recvHello(fd.get(), &hello, std::min(deadline, Clock::now() + kHandshakeTimeout),
+                     &why)) {
         STRATA_LOG(kWarn, kNet, "tcp connect: dropped a connection from ", from, ": ", why);
         continue;
       }
@@ -159,12 +167,13 @@ class TcpTransport final : public Transport {
       int err = 0;
       const IoStatus io = sendHelloStatus(fd.get(), status, deadline, &err);
       if (status != HelloStatus::kAccepted) {
-        STRATA_LOG(kWarn, kNet, "tcp connect: refused a connection from ", from, " claiming rank ", hello.fromRank,
-                   " (for rank ", hello.toRank, "): ", helloStatusText(status));
+        STRATA_LOG(kWarn, kNet, "tcp connect: refused a connection from ", from, " claiming rank ",
+                   hello.fromRank, " (for rank ", hello.toRank, "): ", helloStatusText(status));
         continue;
       }
-      STRATA_CHECK_NET(io == IoStatus::kOk, "tcp connect: answering the handshake of rank ", hello.fromRank,
-                       " at ", from, " failed: ", ioStatusText(io), err != 0 ? " " + errnoText(err) : "");
+      STRATA_CHECK_NET(io == IoStatus::kOk, "tcp connect: answering the handshake of rank ",
+                       hello.fromRank, " at ", from, " failed: ", ioStatusText(io),
+                       err != 0 ? " " + errnoText(err) : "");
       fds[waiting.at(hello.fromRank)] = std::move(fd);
       waiting.erase(hello.fromRank);
     }
@@ -179,18 +188,21 @@ class TcpTransport final : public Transport {
       STRATA_THROW(TimeoutError, "tcp connect: rank ", peer, " at ", peerAddress(fd),
                    " did not answer our handshake within ", opts_.timeout.count(), " ms");
     }
-    STRATA_CHECK_NET(io == IoStatus::kOk, "tcp connect: reading rank ", peer, "'s answer to our handshake at ",
-                     peerAddress(fd), " failed: ", ioStatusText(io));
-    STRATA_CHECK_NET(status == HelloStatus::kAccepted, "tcp connect: rank ", peer, " at ", peerAddress(fd),
-                     " refused our connection: ", helloStatusText(status));
+    STRATA_CHECK_NET(io == IoStatus::kOk, "tcp connect: reading rank ", peer,
+                     "'s answer to our handshake at ", peerAddress(fd),
+                     " failed: ", ioStatusText(io));
+    STRATA_CHECK_NET(status == HelloStatus::kAccepted, "tcp connect: rank ", peer, " at ",
+                     peerAddress(fd), " refused our connection: ", helloStatusText(status));
   }
 
-  std::vector<std::unique_ptr<Connection>> wrap(std::vector<Fd> fds, const std::vector<PeerInfo>& peers) {
+  std::vector<std::unique_ptr<Connection>> wrap(std::vector<Fd> fds,
+                                                const std::vector<PeerInfo>& peers) {
     std::vector<std::unique_ptr<Connection>> connections;
     connections.reserve(peers.size());
     for (size_t i = 0; i < peers.size(); ++i) {
       setNonBlocking(fds[i].get());
-      auto core = std::make_shared<ConnectionCore>(std::move(fds[i]), peers[i].rank, loop_->nextId());
+      auto core =
+          std::make_shared<ConnectionCore>(std::move(fds[i]), peers[i].rank, loop_->nextId());
       loop_->add(core);
       connections.push_back(std::make_unique<TcpConnection>(std::move(core), loop_));
     }

@@ -1,0 +1,208 @@
+// Data-parallel training of a small CNN on Fashion-MNIST.
+//
+//   mpirun -np 2 build/examples/fashion_mnist --epochs 1
+//
+// Every rank reads its own shard of the training set; gradients are averaged across
+// ranks while backward runs. Rank 0 shows progress and, at the end, one line
+//   final: step=<n> loss=<x> accuracy=<y> params_sha256=<hex>
+// whose hash covers every parameter in a fixed order (equal runs give equal hashes).
+#include <CLI/CLI.hpp>
+#include <openssl/evp.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "fashion_mnist.h"
+#include "strata/strata.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Flags {
+  std::string config;
+  int epochs = 1;
+  int64_t maxSteps = -1;
+  int64_t batchSize = 64;  // global: split evenly over the data-parallel ranks
+  double lr = 0.05;
+  uint64_t seed = 1;
+  std::string dataDir = fashion::kDefaultDataDir;
+};
+
+torch::nn::Sequential makeCnn() {
+  namespace nn = torch::nn;
+  return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 8, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
+                        nn::Conv2d(nn::Conv2dOptions(8, 16, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
+                        nn::Flatten(), nn::Linear(16 * 7 * 7, 64), nn::ReLU(), nn::Linear(64, 10), nn::LogSoftmax(1));
+}
+
+std::string paramsSha256(const torch::nn::Module& net) {
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  for (const auto& p : net.named_parameters(true)) {
+    const torch::Tensor t = p.value().detach().contiguous();
+    EVP_DigestUpdate(ctx, p.key().data(), p.key().size());
+    EVP_DigestUpdate(ctx, t.data_ptr(), static_cast<size_t>(t.numel()) * t.element_size());
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_DigestFinal_ex(ctx, digest, &length);
+  EVP_MD_CTX_free(ctx);
+  std::string hex;
+  char byte[3];
+  for (unsigned int i = 0; i < length; ++i) {
+    std::snprintf(byte, sizeof(byte), "%02x", digest[i]);
+    hex += byte;
+  }
+  return hex;
+}
+
+// Rank 0's progress line: a bar on a terminal, a line every 10% otherwise.
+class Progress {
+ public:
+  // mpirun hands ranks a pseudo-terminal even when nobody watches, so also ask for a
+  // real terminal type and no CI.
+  static bool interactive() {
+    const char* term = std::getenv("TERM");
+    return isatty(1) && term && std::string(term) != "dumb" && !std::getenv("CI");
+  }
+  Progress(int64_t total, int epoch) : total_(total), epoch_(epoch), tty_(interactive()), start_(Clock::now()) {}
+  void update(int64_t done, int64_t samples, double loss) {
+    if (strata::rank() != 0) return;
+    const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
+    const double rate = samples / std::max(secs, 1e-9);
+    const double eta = done > 0 ? secs * (total_ - done) / done : 0;
+    const int width = 30, filled = static_cast<int>(width * done / std::max<int64_t>(total_, 1));
+    if (tty_) {
+      std::printf("\repoch %d [%s%s] %lld/%lld %7.0f samples/s loss %.4f ETA %4.0fs", epoch_,
+                  std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(), (long long)done,
+                  (long long)total_, rate, loss, eta);
+      std::fflush(stdout);
+    } else if (done == total_ || done * 10 / total_ != lastDecile_) {
+      lastDecile_ = done * 10 / total_;
+      std::printf("epoch %d step %lld/%lld %.0f samples/s loss %.4f ETA %.0fs\n", epoch_, (long long)done,
+                  (long long)total_, rate, loss, eta);
+    }
+  }
+  void finish() {
+    if (strata::rank() == 0 && tty_) std::printf("\n");
+  }
+
+ private:
+  int64_t total_;
+  int epoch_;
+  bool tty_;
+  Clock::time_point start_;
+  int64_t lastDecile_ = 0;
+};
+
+double testAccuracy(strata::DistributedModel& model, const fashion::FashionMnist& test) {
+  torch::NoGradGuard noGrad;
+  model.eval();
+  // Each rank scores its contiguous part of the test set; counts are summed across ranks.
+  const int64_t n = test.images().size(0), per = (n + strata::size() - 1) / strata::size();
+  const int64_t begin = std::min(n, per * strata::rank()), end = std::min(n, begin + per);
+  int64_t counts[2] = {0, 0};
+  for (int64_t i = begin; i < end; i += 1000) {
+    const int64_t len = std::min<int64_t>(1000, end - i);
+    auto pred = model(test.images().narrow(0, i, len)).argmax(1);
+    counts[0] += pred.eq(test.labels().narrow(0, i, len)).sum().item<int64_t>();
+    counts[1] += len;
+  }
+  strata::world().allreduce(counts, counts, 2, strata::DType::kInt64);
+  model.train();
+  return static_cast<double>(counts[0]) / static_cast<double>(std::max<int64_t>(counts[1], 1));
+}
+
+int run(const Flags& flags) {
+  const int64_t localBatch = flags.batchSize / strata::dp_size();
+
+  if (localBatch * strata::dp_size() != flags.batchSize || localBatch == 0) {
+    if (strata::rank() == 0)
+      std::fprintf(stderr, "error: --batch-size %lld must be a positive multiple of the %d data-parallel ranks\n",
+                   (long long)flags.batchSize, strata::dp_size());
+    return 2;
+  }
+  fashion::FashionMnist train(flags.dataDir, fashion::FashionMnist::Split::kTrain);
+  fashion::FashionMnist test(flags.dataDir, fashion::FashionMnist::Split::kTest);
+  torch::manual_seed(flags.seed);
+  auto net = makeCnn();
+  strata::DistributedModel model(net);
+  strata::DistributedOptimizer opt(torch::optim::SGD(model.parameters(), torch::optim::SGDOptions(flags.lr).momentum(0.9)),
+                                   model);
+  strata::DistributedSampler::Options so;
+  so.seed = flags.seed;
+  so.dropLast = true;
+  strata::DistributedSampler sampler(*train.size(), so);
+  auto loader = torch::data::make_data_loader(train.map(torch::data::transforms::Stack<>()), sampler,
+                                              torch::data::DataLoaderOptions().batch_size(localBatch));
+  const int64_t stepsPerEpoch = static_cast<int64_t>(sampler.samples_per_rank()) / localBatch;
+  if (strata::rank() == 0)
+    std::printf("Fashion-MNIST: %d rank(s), global batch %lld (%lld per rank), %lld steps per epoch, %d thread(s) per rank\n",
+                strata::size(), (long long)flags.batchSize, (long long)localBatch, (long long)stepsPerEpoch,
+                torch::get_num_threads());
+  int64_t step = 0;
+  double lastLoss = 0, accuracy = 0;
+  for (int epoch = 1; epoch <= flags.epochs; ++epoch) {
+    const int64_t steps = flags.maxSteps >= 0 ? std::min(stepsPerEpoch, flags.maxSteps - step) : stepsPerEpoch;
+    Progress progress(steps, epoch);
+    int64_t done = 0;
+    double lossSum = 0;
+    for (auto& batch : *loader) {
+      if (done >= steps) break;
+      opt.zero_grad();
+      auto out = model.step(batch.data, batch.target,
+                            [](strata::DistributedModel& m, const torch::Tensor& x, const torch::Tensor& y) {
+                              auto loss = torch::nll_loss(m(x), y);
+                              m.backward(loss);
+                              return loss;
+                            });
+      opt.step();
+      ++done;
+      ++step;
+      lossSum += out.reduce_mean().item<double>();
+      if (done % 50 == 0 || done == steps) {
+        double window[1] = {lossSum / (done % 50 == 0 ? 50 : done % 50)};
+        strata::world().allreduce(window, window, 1, strata::DType::kFloat64, strata::ReduceOp::kAvg);
+        lastLoss = window[0];
+        lossSum = 0;
+        progress.update(done, done * flags.batchSize, lastLoss);
+      }
+    }
+    progress.finish();
+    accuracy = testAccuracy(model, test);
+    if (strata::rank() == 0) std::printf("epoch %d: loss %.4f test accuracy %.4f\n", epoch, lastLoss, accuracy);
+    if (flags.maxSteps >= 0 && step >= flags.maxSteps) break;
+  }
+  const std::string hash = paramsSha256(*net);
+  if (strata::rank() == 0)
+    std::printf("final: step=%lld loss=%.6f accuracy=%.4f params_sha256=%s\n", (long long)step, lastLoss, accuracy,
+                hash.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  CLI::App app{"Data-parallel Fashion-MNIST training with Strata"};
+  app.add_option("--config", flags.config, "job config (JSON)");
+  app.add_option("--epochs", flags.epochs, "epochs")->check(CLI::PositiveNumber);
+  app.add_option("--max-steps", flags.maxSteps, "stop after this many steps (-1: no limit)");
+  app.add_option("--batch-size", flags.batchSize, "global batch size")->check(CLI::PositiveNumber);
+  app.add_option("--lr", flags.lr, "learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--seed", flags.seed, "seed of the initial weights and the shuffle");
+  app.add_option("--data-dir", flags.dataDir, "folder with the Fashion-MNIST .gz files");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    strata::init(argc, argv);
+    const int code = run(flags);
+    strata::finalize();
+    return code;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+}
