@@ -53,6 +53,7 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<bootstrap::St
   std::vector<int> hostIndex;
   for (const auto& p : peers) hostIndex.push_back(p.hostIndex);
   std::unique_ptr<Communicator> c(new Communicator(buildTopology(rank, hostIndex), opts));
+  c->store_ = store;
   const GroupTopology& t = c->topo_;
   STRATA_CHECK_WITH(ConfigError, opts.transport == "auto" || opts.transport == "shm" || opts.transport == "tcp",
                     "transport \"", opts.transport, "\" is not one of \"auto\", \"shm\", \"tcp\"");
@@ -133,19 +134,97 @@ void Communicator::guarded(const CollSignature& sig, Fn&& fn) {
   if (failed_.load()) STRATA_THROW(NetworkError, describe(sig), ": the group failed earlier: ", failure_);
   try {
     fn();
+  } catch (...) {
+    failAndRethrow(sig, std::current_exception());
+  }
+}
+
+namespace {
+
+// A failure record in the group's store: "<kind>|<rank>|<message>".
+constexpr const char* kFailureKey = "failure/first";
+constexpr const char* kFailureClaimKey = "failure/claimed";
+// Reading a failure record must not hang on a store whose host died.
+constexpr std::chrono::milliseconds kFailureRecordTimeout{2000};
+
+char kindOf(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const MismatchError&) {
+    return 'M';
+  } catch (const TimeoutError&) {
+    return 'T';
+  } catch (...) {
+    return 'N';
+  }
+}
+
+ShmDomain::AbortKind abortKindOf(char kind) {
+  return kind == 'M' ? ShmDomain::AbortKind::kMismatch
+                     : kind == 'T' ? ShmDomain::AbortKind::kTimeout : ShmDomain::AbortKind::kNetwork;
+}
+
+std::string messageOf(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
   } catch (const std::exception& e) {
-    failed_ = true;
-    failure_ = e.what();
-    if (shm_) shm_->abort(-1, failure_);
-    STRATA_LOG(kError, kColl, describe(sig), " failed: ", failure_);
-    throw;
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+}  // namespace
+
+void Communicator::closeConnections(const std::string& why, transport::CloseReason reason) {
+  for (auto& conn : conns_)
+    if (conn) conn->close(why, reason);
+}
+
+void Communicator::failAndRethrow(const CollSignature& sig, std::exception_ptr error) {
+  const char kind = kindOf(error);
+  const std::string mine = messageOf(error);
+  STRATA_LOG(kError, kColl, describe(sig), " failed: ", mine);
+  // 1. The first rank to fail records why, before its peers can notice anything.
+  std::string firstRecord;
+  try {
+    if (store_->add(kFailureClaimKey, 1) == 1) {
+      bootstrap::setString(*store_, kFailureKey, c10::str(kind, "|", topo_.rank, "|", mine));
+    } else {
+      firstRecord = bootstrap::getString(*store_, kFailureKey, kFailureRecordTimeout);
+    }
+  } catch (const std::exception&) {
+    // The store went down with its host: our own error is all there is to report.
+  }
+  const size_t bar1 = firstRecord.find('|'), bar2 = firstRecord.find('|', bar1 + 1);
+  const bool secondary = bar1 != std::string::npos && bar2 != std::string::npos &&
+                         firstRecord.substr(bar1 + 1, bar2 - bar1 - 1) != std::to_string(topo_.rank);
+  const std::string text =
+      secondary ? c10::str(describe(sig), " failed because rank ", firstRecord.substr(bar1 + 1, bar2 - bar1 - 1),
+                           " failed first: ", firstRecord.substr(bar2 + 1), " (here: ", mine, ")")
+                : mine;
+  failure_ = text;  // written once, before failed_ publishes it to other threads
+  failed_ = true;
+  // 2. Peers on this host and peers over TCP fail at once instead of timing out.
+  const char finalKind = secondary ? firstRecord[0] : kind;
+  if (shm_) shm_->abort(-1, text, abortKindOf(finalKind));
+  closeConnections(text, finalKind == 'M'   ? transport::CloseReason::kMismatch
+                         : finalKind == 'T' ? transport::CloseReason::kTimeout
+                                            : transport::CloseReason::kNetwork);
+  // 3. A secondary failure reports the first one, with its error type.
+  if (!secondary) std::rethrow_exception(error);
+  switch (firstRecord[0]) {
+    case 'M': STRATA_THROW(MismatchError, text);
+    case 'T': STRATA_THROW(TimeoutError, text);
+    default: STRATA_THROW(NetworkError, text);
   }
 }
 
 void Communicator::abort(const std::string& reason) {
-  failed_ = true;
   failure_ = reason;
+  failed_ = true;
   if (shm_) shm_->abort(topo_.rank, reason);
+  closeConnections(c10::str("rank ", topo_.rank, " aborted the group: ", reason), transport::CloseReason::kNetwork);
 }
 
 void Communicator::allReduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op) {

@@ -89,12 +89,17 @@ class Communicator {
   CollSignature nextSignature(CollKind kind, size_t count, DType dtype, ReduceOp op, int root);
   template <typename Fn>
   void guarded(const CollSignature& sig, Fn&& fn);
+  // After a failure: tell the peers (store record, shm abort, closed connections) and
+  // rethrow, as the first failing rank's error when another rank failed first.
+  [[noreturn]] void failAndRethrow(const CollSignature& sig, std::exception_ptr error);
+  void closeConnections(const std::string& why, transport::CloseReason reason);
   bool useShmOnly() const;
   TopologySummary summary() const;
   LinkSet allLinks();
 
   GroupTopology topo_;
   CommOptions opts_;
+  std::shared_ptr<bootstrap::Store> store_;  // this group's namespace: failure records
   std::unique_ptr<ShmDomain> shm_;
   std::unique_ptr<transport::Transport> tcp_;
   std::vector<std::unique_ptr<transport::Connection>> conns_;  // by group rank; null for self

@@ -62,6 +62,7 @@ struct alignas(kCacheLine) ShmDomain::RankCtl {
   alignas(kCacheLine) std::atomic<uint64_t> flag;   // epoch published by this rank
   alignas(kCacheLine) CollSignature sig[2];         // by seq parity (a peer may be one ahead)
   pid_t pid;
+  int32_t abortKind;
   char abortReason[200];
 };
 
@@ -160,7 +161,7 @@ void ShmDomain::checkSignatures(const CollSignature& sig) {
       const std::string reason = c10::str("collective mismatch: rank ", globalRanks_[localRank_],
                                           " called ", describe(sig), " but rank ",
                                           globalRanks_[p], " called ", describe(theirs));
-      abort(globalRanks_[p], reason);
+      abort(globalRanks_[p], reason, AbortKind::kMismatch);
       STRATA_THROW(MismatchError, reason);
     }
   }
@@ -172,8 +173,11 @@ bool ShmDomain::peerProcessAlive(int peer) const {
   return kill(pid, 0) == 0 || errno != ESRCH;
 }
 
-void ShmDomain::abort(int blamedRank, const std::string& reason) {
+void ShmDomain::abort(int blamedRank, const std::string& reason, AbortKind kind) {
+  // The first abort's reason stands; later ones (the same failure seen again) add nothing.
+  if (header_->abortWord.load(std::memory_order_acquire) != 0) return;
   RankCtl& me = ctl(localRank_);
+  me.abortKind = static_cast<int32_t>(kind);
   std::strncpy(me.abortReason, reason.c_str(), sizeof(me.abortReason) - 1);
   me.abortReason[sizeof(me.abortReason) - 1] = '\0';
   uint64_t expected = 0;
@@ -186,10 +190,16 @@ void ShmDomain::throwAborted() {
   const uint64_t word = header_->abortWord.load(std::memory_order_acquire);
   const int reporter = static_cast<int>(word >> 32);
   const int blamed = static_cast<int>(word & 0xffffffffu) - 2;
-  std::string reason(ctl(reporter).abortReason);
-  STRATA_THROW(NetworkError, "group aborted by rank ", globalRanks_[reporter],
-               blamed >= 0 ? c10::str(" (blaming rank ", blamed, ")") : std::string(), ": ",
-               reason);
+  const std::string reason(ctl(reporter).abortReason);
+  const std::string text = c10::str("group aborted by rank ", globalRanks_[reporter],
+                                    blamed >= 0 ? c10::str(" (blaming rank ", blamed, ")") : std::string(), ": ",
+                                    reason);
+  switch (static_cast<AbortKind>(ctl(reporter).abortKind)) {
+    case AbortKind::kTimeout: STRATA_THROW(TimeoutError, text);
+    case AbortKind::kMismatch: STRATA_THROW(MismatchError, text);
+    case AbortKind::kNetwork: break;
+  }
+  STRATA_THROW(NetworkError, text);
 }
 
 void ShmDomain::syncAll(const char* what) {
@@ -229,7 +239,7 @@ void ShmDomain::waitForPeer(int peer, uint64_t epoch, const char* what) {
       const std::string reason =
           c10::str(what, ": rank ", globalRanks_[peer], " did not arrive within ", timeout_.count(),
                    " ms (shm epoch ", epoch, ", peer at ", flag.load(), ")");
-      abort(globalRanks_[peer], reason);
+      abort(globalRanks_[peer], reason, AbortKind::kTimeout);
       STRATA_THROW(TimeoutError, reason);
     }
   }

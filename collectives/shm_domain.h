@@ -73,8 +73,10 @@ class ShmDomain {
   // `what` names the operation in error messages.
   void syncAll(const char* what);
 
+  // What kind of error the first failing rank hit, so every rank rethrows the same type.
+  enum class AbortKind : int32_t { kNetwork = 0, kTimeout = 1, kMismatch = 2 };
   // Marks the domain failed for every local rank (blamed: a group rank, or -1).
-  void abort(int blamedRank, const std::string& reason);
+  void abort(int blamedRank, const std::string& reason, AbortKind kind = AbortKind::kNetwork);
 
  private:
   struct Header;

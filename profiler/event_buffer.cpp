@@ -2,16 +2,16 @@
 
 namespace strata::profiler {
 
-bool EventBuffer::push(TimelineEvent&& event) {
+EventBuffer::Push EventBuffer::push(TimelineEvent&& event) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (events_.size() < maxPending_) {
       events_.push_back(std::move(event));
-      return true;
+      return events_.size() == highWater_ ? Push::kAcceptedWakeWriter : Push::kAccepted;
     }
   }
   dropped_.fetch_add(1, std::memory_order_relaxed);
-  return false;
+  return Push::kDropped;
 }
 
 bool EventBuffer::pushStep(const StepRecord& step) {

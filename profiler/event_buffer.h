@@ -17,10 +17,14 @@ class EventBuffer {
  public:
   // At most maxPending events wait at once; beyond that they are dropped and counted,
   // so a stalled disk costs memory up to a bound, never a blocked training thread.
-  explicit EventBuffer(size_t maxPending) : maxPending_(maxPending) {}
+  // Reaching highWater pending events asks for an early drain.
+  EventBuffer(size_t maxPending, size_t highWater)
+      : maxPending_(maxPending), highWater_(highWater) {}
 
-  // False (and one more drop counted) when full.
-  bool push(TimelineEvent&& event);
+  enum class Push { kAccepted, kAcceptedWakeWriter, kDropped };
+  // kAcceptedWakeWriter exactly when this push reached highWater; kDropped (and one more
+  // drop counted) when full.
+  Push push(TimelineEvent&& event);
   bool pushStep(const StepRecord& step);
   // Moves everything pending into *events and *steps (which are cleared first).
   void drain(std::vector<TimelineEvent>* events, std::vector<StepRecord>* steps);
@@ -31,6 +35,7 @@ class EventBuffer {
 
  private:
   const size_t maxPending_;
+  const size_t highWater_;
   std::mutex mu_;
   std::vector<TimelineEvent> events_;
   std::vector<StepRecord> steps_;

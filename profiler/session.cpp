@@ -19,6 +19,8 @@ constexpr auto kWriterTick = std::chrono::milliseconds(100);
 // costs bounded memory, never a blocked training thread. At one drain per kWriterTick it
 // is only reached by millions of slices per second.
 constexpr size_t kMaxPendingEvents = size_t{1} << 18;
+// A burst that fills a quarter of the buffer wakes the writer before its tick.
+constexpr size_t kWakeWriterEvents = kMaxPendingEvents / 4;
 
 std::string localHostname() {
   char name[256] = {};
@@ -36,7 +38,7 @@ Session::Session(const config::ProfilerConfig& config, SessionInfo info, bool en
       root_(::strata::profiler::profilerRoot(info_.outputDir)),
       nodeId_(rankNodeId(info_.rank, info_.hostIndex)),
       window_(FrameworkWindow::from(config.frameworkProfile)),
-      buffer_(kMaxPendingEvents) {
+      buffer_(kMaxPendingEvents, kWakeWriterEvents) {
   if (info_.clockOffset.count() != 0)
     clock_ = std::make_shared<OffsetClock>(clock_, info_.clockOffset);
   if (info_.hostname.empty()) info_.hostname = localHostname();
@@ -156,7 +158,7 @@ void Session::stepEnd(int64_t step) noexcept {
       e.startUs = record.startUs;
       e.durUs = record.durUs;
       e.step = step;
-      if (buffer_.push(std::move(e))) eventsRecorded_.fetch_add(1, std::memory_order_relaxed);
+      accept(buffer_.push(std::move(e)));
     }
   });
   setActive(window_.activeAfterStepEnd(step, now));
@@ -179,13 +181,27 @@ void Session::recordSlice(std::string_view name, std::string_view phase, int tid
     e.durUs = durUs;
     e.step = currentStep_.load(std::memory_order_relaxed);
     e.args = std::move(args);
-    if (buffer_.push(std::move(e))) {
-      eventsRecorded_.fetch_add(1, std::memory_order_relaxed);
-    } else if (warned_.first("buffer full")) {
-      STRATA_LOG(kWarn, kProf, "profiler: event buffer full (", kMaxPendingEvents,
-                 " pending); dropping timeline events until the writer catches up");
-    }
+    accept(buffer_.push(std::move(e)));
   });
+}
+
+void Session::accept(EventBuffer::Push result) noexcept {
+  switch (result) {
+    case EventBuffer::Push::kAcceptedWakeWriter:
+      // Without the lock: a wake-up lost in a race costs at most one kWriterTick.
+      wakeWriter_.store(true, std::memory_order_relaxed);
+      writerCv_.notify_one();
+      [[fallthrough]];
+    case EventBuffer::Push::kAccepted:
+      eventsRecorded_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    case EventBuffer::Push::kDropped:
+      if (warned_.first("buffer full")) {
+        STRATA_LOG(kWarn, kProf, "profiler: event buffer full (", kMaxPendingEvents,
+                   " pending); dropping timeline events until the writer catches up");
+      }
+      return;
+  }
 }
 
 // --- writer thread ---------------------------------------------------------------------
@@ -201,8 +217,10 @@ void Session::writerLoop() {
   std::vector<StepRecord> steps;
   std::unique_lock<std::mutex> lock(writerMu_);
   for (;;) {
-    writerCv_.wait_for(lock, kWriterTick,
-                       [this] { return stopping_ || flushRequested_ > flushDone_; });
+    writerCv_.wait_for(lock, kWriterTick, [this] {
+      return stopping_ || flushRequested_ > flushDone_ ||
+             wakeWriter_.exchange(false, std::memory_order_relaxed);
+    });
     const bool stopping = stopping_;
     const uint64_t flushTarget = flushRequested_;
     const bool closeNow = stopping || flushTarget > flushDone_;

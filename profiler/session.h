@@ -119,6 +119,7 @@ class Session {
   Session(const config::ProfilerConfig& config, SessionInfo info, bool enabled);
   void startThreads();
   void setActive(bool active) noexcept;
+  void accept(EventBuffer::Push result) noexcept;
   void writerLoop();
   void writePending(std::vector<TimelineEvent>& events, std::vector<StepRecord>& steps);
   template <typename Fn>
@@ -154,6 +155,7 @@ class Session {
   std::condition_variable writerCv_;
   std::condition_variable flushedCv_;
   bool stopping_ = false;
+  std::atomic<bool> wakeWriter_{false};
   uint64_t flushRequested_ = 0;
   uint64_t flushDone_ = 0;
   std::thread writer_;

@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -73,16 +74,11 @@ int userTrackOfThisThread() {
   return tid;
 }
 
-Arg::Arg(std::string k, int64_t v) : key(std::move(k)), json(std::to_string(v)) {}
-
-Arg::Arg(std::string k, double v) : key(std::move(k)) {
-  if (!std::isfinite(v)) {
-    json = "null";
-    return;
-  }
+std::string Arg::renderDouble(double v) {
+  if (!std::isfinite(v)) return "null";
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.17g", v);
-  json = buf;
+  const auto result = std::to_chars(buf, buf + sizeof(buf), v);  // shortest round trip
+  return std::string(buf, result.ptr);
 }
 
 Arg::Arg(std::string k, std::string_view v)

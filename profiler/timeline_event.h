@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace strata::profiler {
@@ -55,17 +56,24 @@ inline constexpr char kUserRange[] = "UserRange";  // STRATA_PROFILE / profiler:
 }  // namespace phases
 
 // One args entry, its value already rendered as JSON (rendering happens once, on the
-// recording thread, only while the timeline is on).
+// recording thread, only while the timeline is on). Numbers, bools and strings.
 struct Arg {
-  Arg(std::string k, int64_t v);
-  Arg(std::string k, int v) : Arg(std::move(k), static_cast<int64_t>(v)) {}
-  Arg(std::string k, size_t v) : Arg(std::move(k), static_cast<int64_t>(v)) {}
-  Arg(std::string k, double v);
+  template <typename T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>
+  Arg(std::string k, T v) : key(std::move(k)), json(renderArithmetic(v)) {}
   Arg(std::string k, std::string_view v);
   Arg(std::string k, const char* v) : Arg(std::move(k), std::string_view(v)) {}
 
   std::string key;
   std::string json;
+
+ private:
+  static std::string renderDouble(double v);  // null when not finite
+  template <typename T>
+  static std::string renderArithmetic(T v) {
+    if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
+    else if constexpr (std::is_floating_point_v<T>) return renderDouble(static_cast<double>(v));
+    else return std::to_string(v);
+  }
 };
 
 struct TimelineEvent {

@@ -80,62 +80,85 @@ size_t countNestingViolations(const std::vector<MergedSlice>& slices) {
   return static_cast<size_t>(std::count_if(lanes.begin(), lanes.end(), [](int l) { return l > 0; }));
 }
 
-MergedTrace mergeTimelines(const std::string& profilerRoot, bool includeOpenFiles) {
-  MergedTrace trace;
+namespace {
+
+// Every file's parsed contents with its node, plus what is known per node.
+struct RunContents {
   std::map<std::string, NodeInfo> nodes;  // raw node id -> info
-  std::vector<std::pair<std::string, TraceFileContents>> parsed;
+  std::vector<std::pair<std::string, TraceFileContents>> files;
+  int64_t baseUs = 0;  // earliest time base (or event start) of any file
+};
+
+RunContents readRun(const std::string& profilerRoot, bool includeOpenFiles, MergeReport& report) {
+  RunContents run;
   int maxRank = -1;
   int64_t base = std::numeric_limits<int64_t>::max();
   for (const TraceFile& f : listTraceFiles(profilerRoot, includeOpenFiles)) {
     const auto text = readTextFile(f.path);
     if (!text) continue;
     TraceFileContents c = parseTraceText(*text, f.nodeId, f.fileType);
-    ++trace.report.files;
-    trace.report.badLines += c.badLines;
+    ++report.files;
+    report.badLines += c.badLines;
     maxRank = std::max(maxRank, rankOfNodeId(f.nodeId));
     if (c.baseUs) base = std::min(base, *c.baseUs);
     for (const TraceEvent& e : c.events) base = std::min(base, e.startUs);
-    NodeInfo& node = nodes[f.nodeId];
+    NodeInfo& node = run.nodes[f.nodeId];
     if (const auto it = c.processNames.find(0); it != c.processNames.end()) node.label = it->second;
     for (const auto& [pidTid, name] : c.threadNames) node.threadNames[pidTid.second] = name;
-    parsed.emplace_back(f.nodeId, std::move(c));
+    run.files.emplace_back(f.nodeId, std::move(c));
   }
-  if (base == std::numeric_limits<int64_t>::max()) base = 0;
-  trace.report.baseUs = base;
-  int nextPid = maxRank + 1;
-  for (auto& [nodeId, node] : nodes) {
+  run.baseUs = base == std::numeric_limits<int64_t>::max() ? 0 : base;
+  int nextPid = maxRank + 1;  // nodes without a rank go after the ranks
+  for (auto& [nodeId, node] : run.nodes) {
     const int rank = rankOfNodeId(nodeId);
     node.pid = rank >= 0 ? rank : nextPid++;
     if (node.label.empty() || node.label == "Unknown")
       node.label = rank >= 0 ? "rank " + std::to_string(rank) + " (" + nodeId + ")" : nodeId;
   }
-  for (auto& [nodeId, contents] : parsed) {
-    const NodeInfo& node = nodes[nodeId];
+  return run;
+}
+
+// Names for every process, and for every (pid, tid) a slice uses.
+std::vector<nlohmann::json> buildMetadata(const std::map<std::string, NodeInfo>& nodes,
+                                          const std::vector<MergedSlice>& slices) {
+  std::vector<nlohmann::json> out;
+  std::map<int, const NodeInfo*> byPid;
+  for (const auto& [id, node] : nodes) byPid[node.pid] = &node;
+  for (const auto& [pid, node] : byPid) {
+    addMetadata(out, "process_name", pid, -1, {{"name", node->label}});
+    addMetadata(out, "process_sort_index", pid, -1, {{"sort_index", pid}});
+  }
+  std::set<std::pair<int, int>> tracks;
+  for (const MergedSlice& s : slices) tracks.emplace(s.pid, s.tid);
+  for (const auto& [pid, tid] : tracks) {
+    const int baseTid = tid % kOverflowTidStride;
+    const auto& names = byPid.at(pid)->threadNames;
+    const auto it = names.find(baseTid);
+    std::string name = it != names.end() ? it->second : trackName(baseTid);
+    if (tid >= kOverflowTidStride)
+      name += " (overlap " + std::to_string(tid / kOverflowTidStride) + ")";
+    addMetadata(out, "thread_name", pid, tid, {{"name", name}});
+    addMetadata(out, "thread_sort_index", pid, tid, {{"sort_index", tid}});
+  }
+  return out;
+}
+
+}  // namespace
+
+MergedTrace mergeTimelines(const std::string& profilerRoot, bool includeOpenFiles) {
+  MergedTrace trace;
+  RunContents run = readRun(profilerRoot, includeOpenFiles, trace.report);
+  trace.report.baseUs = run.baseUs;
+  for (auto& [nodeId, contents] : run.files) {
+    const int pid = run.nodes.at(nodeId).pid;
     for (TraceEvent& e : contents.events)
-      trace.slices.push_back({e.name, e.phase, node.pid, e.tid, e.startUs - base, e.durUs,
-                              std::move(e.args)});
+      trace.slices.push_back(
+          {e.name, e.phase, pid, e.tid, e.startUs - run.baseUs, e.durUs, std::move(e.args)});
   }
   trace.report.movedForNesting = nestSlicesStrictly(trace.slices);
   trace.report.slices = trace.slices.size();
-  trace.report.ranks = nodes.size();
-  // Metadata: every process, and every (pid, tid) a slice uses.
-  std::map<int, const NodeInfo*> byPid;
-  for (const auto& [id, node] : nodes) byPid[node.pid] = &node;
-  std::set<std::pair<int, int>> tracks;
-  for (const MergedSlice& s : trace.slices) tracks.emplace(s.pid, s.tid);
-  for (const auto& [pid, node] : byPid) {
-    addMetadata(trace.metadata, "process_name", pid, -1, {{"name", node->label}});
-    addMetadata(trace.metadata, "process_sort_index", pid, -1, {{"sort_index", pid}});
-  }
-  for (const auto& [pid, tid] : tracks) {
-    const int baseTid = tid % kOverflowTidStride;
-    const auto& names = byPid[pid]->threadNames;
-    const auto it = names.find(baseTid);
-    std::string name = it != names.end() ? it->second : trackName(baseTid);
-    if (tid >= kOverflowTidStride) name += " (overlap " + std::to_string(tid / kOverflowTidStride) + ")";
-    addMetadata(trace.metadata, "thread_name", pid, tid, {{"name", name}});
-    addMetadata(trace.metadata, "thread_sort_index", pid, tid, {{"sort_index", tid}});
-  }
+  trace.report.ranks = run.nodes.size();
+  trace.metadata = buildMetadata(run.nodes, trace.slices);
   return trace;
 }
 

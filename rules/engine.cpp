@@ -356,11 +356,11 @@ void Engine::processMetrics(std::vector<Finding>& out, bool final) {
     const bool got = metrics_->poll(batch, options_.batchItems);
     if (got) feed(batch);
     const bool ended = final || metrics_->finished();
-    if (!got || !ended) closeWindows(out, metrics_->watermarkUs(), false);
     if (!got) {
-      if (ended) closeWindows(out, metrics_->watermarkUs(), true);
+      closeWindows(out, metrics_->watermarkUs(), ended);
       break;
     }
+    if (!ended) closeWindows(out, metrics_->watermarkUs(), false);
   }
 }
 
@@ -376,6 +376,12 @@ void Engine::tick(std::vector<Finding>& out) {
       fail(*slot, c10::str("on tick: ", e.what()));
     }
   }
+}
+
+bool Engine::dataEnded() const {
+  const bool tensorsDone = !tensors_ || tensors_->trial().finished();
+  const bool metricsDone = !metrics_ || metrics_->finished();
+  return tensorsDone && metricsDone;
 }
 
 std::vector<Finding> Engine::poll() {
@@ -458,6 +464,18 @@ std::vector<RuleSummary> Engine::summary() const {
     out.push_back(std::move(s));
   }
   return out;
+}
+
+nlohmann::json Engine::reportJson(const std::string& rule) const {
+  const std::vector<RuleSummary> sums = summary();
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i]->name != rule) continue;
+    nlohmann::json j = reportOf(*slots_[i]).toJson();
+    j["Status"] = statusName(sums[i].status);
+    j["StatusReason"] = sums[i].reason;
+    return j;
+  }
+  return nullptr;
 }
 
 void Engine::writeOutputs() const {

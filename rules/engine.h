@@ -33,6 +33,11 @@ namespace strata::rules {
 // One configured rule: a built-in (ProfilerReport included), a registered custom rule, or a
 // rule from a shared library.
 struct RuleSpec {
+  RuleSpec() = default;
+  RuleSpec(std::string n, nlohmann::json params = nlohmann::json::object(),
+           nlohmann::json acts = nlohmann::json::array(), std::string lib = "")
+      : name(std::move(n)), parameters(std::move(params)), actions(std::move(acts)), library(std::move(lib)) {}
+
   std::string name;
   nlohmann::json parameters = nlohmann::json::object();
   nlohmann::json actions = nlohmann::json::array();  // "StopTraining" | "log" | {"command": ...}
@@ -86,8 +91,12 @@ class Engine {
   // in compat mode), calls each rule's finish(), fixes the statuses and writes rule-output/.
   std::vector<Finding> finish();
   bool finished() const { return finished_; }
+  // Every source reports the end of its data (job end marker seen and everything read).
+  bool dataEnded() const;
 
   std::vector<RuleSummary> summary() const;
+  // rule-output/<rule>.json's content for one rule (null when there is no such rule).
+  nlohmann::json reportJson(const std::string& rule) const;
   // Writes rule-output/ now (no-op without runDir).
   void writeOutputs() const;
   const EngineOptions& options() const { return options_; }

@@ -99,6 +99,16 @@ class DistributedModel {
   void train(bool on = true);
   void eval() { train(false); }
 
+  // Communication statistics since the last reset_stats() (benchmarks, the profiler).
+  struct Stats {
+    int64_t steps = 0;
+    double allreduceSeconds = 0;  // time the bucket AllReduces ran on the comm thread
+    double exposedSeconds = 0;    // time the training thread waited for them after backward
+    int64_t bytesReduced = 0;
+  };
+  Stats stats() const;
+  void reset_stats();
+
   // Number of gradient buckets and whether they were rebuilt from the observed order.
   size_t num_buckets() const;
   bool buckets_rebuilt() const;

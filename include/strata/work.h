@@ -22,7 +22,11 @@ class Work {
   // The error the operation hit, or nullptr (also while it runs).
   std::exception_ptr exception();
 
-  // Called once by the executor when the operation ends.
+  // How long the operation itself ran (on the communication thread), once completed.
+  std::chrono::nanoseconds runTime();
+
+  // Called by the executor: when the operation starts running, and once when it ends.
+  void markStarted();
   void finish(std::exception_ptr error);
 
  private:
@@ -30,6 +34,8 @@ class Work {
   std::condition_variable cv_;
   bool done_ = false;
   std::exception_ptr error_;
+  std::chrono::steady_clock::time_point started_{};
+  std::chrono::nanoseconds runTime_{0};
 };
 
 }  // namespace strata

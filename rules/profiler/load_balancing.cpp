@@ -7,11 +7,12 @@
 // drop values above 98.
 //
 // Rank part (default mode only): from framework events, each rank's mean step time, compute time
-// per step and the share of the step spent waiting (communication, pipeline idle, data). Fires when
-// the spread across ranks, relative to the largest, exceeds `threshold`:
+// per step (forward, backward and optimizer events; without them, step time minus blocked time)
+// and the share of the step not spent computing (waiting on communication, pipeline peers or
+// data). Fires when the spread across ranks exceeds `threshold`:
 //   step    (max - min) / max of the mean step time
-//   compute (max - min) / max of compute per step (step time minus waiting)
-//   wait    max - min of the waiting share
+//   compute (max - min) / max of compute per step
+//   wait    max - min of the non-compute share
 // once every compared rank has at least kMinRankSteps steps. It also records a per-rank heatmap of
 // step time over time for the report.
 #include <algorithm>
@@ -34,7 +35,8 @@ constexpr size_t kHeatmapColumns = 120;
 struct RankStats {
   int64_t steps = 0;
   double stepUs = 0;
-  double byClass[8] = {0};  // EventClass -> µs
+  double byClass[kNumEventClasses] = {0};  // EventClass -> µs
+  double computeUs = 0;                   // top-level compute events
   // Heatmap: per column, sum and count of step durations.
   std::vector<double> colSum;
   std::vector<int64_t> colCount;
@@ -125,6 +127,7 @@ class LoadBalancing final : public MetricRuleBase {
       ++r.colCount[col];
     } else {
       r.byClass[static_cast<int>(c)] += dur;
+      if (isTopLevelCompute(e, c)) r.computeUs += dur;
     }
   }
 
@@ -151,12 +154,10 @@ class LoadBalancing final : public MetricRuleBase {
     std::vector<RankView> v;
     for (const auto& [rank, r] : ranks_) {
       if (r.steps < kMinRankSteps || r.stepUs <= 0) continue;
-      const double wait = r.byClass[static_cast<int>(EventClass::kComm)] +
-                          r.byClass[static_cast<int>(EventClass::kIdle)] +
-                          r.byClass[static_cast<int>(EventClass::kData)];
-      const double waitClamped = std::min(wait, r.stepUs);
-      v.push_back({rank, r.stepUs / r.steps / 1e6, (r.stepUs - waitClamped) / r.steps / 1e6,
-                   waitClamped / r.stepUs});
+      const double blocked = r.byClass[static_cast<int>(EventClass::kWait)] +
+                             r.byClass[static_cast<int>(EventClass::kData)];
+      const double compute = std::min(r.stepUs, r.computeUs > 0 ? r.computeUs : std::max(0.0, r.stepUs - blocked));
+      v.push_back({rank, r.stepUs / r.steps / 1e6, compute / r.steps / 1e6, 1 - compute / r.stepUs});
     }
     return v;
   }
@@ -173,7 +174,7 @@ class LoadBalancing final : public MetricRuleBase {
       }
       return std::make_pair(hi, lo);
     };
-    int maxStep, minStep, maxComp, minComp, maxWait, minWait;
+    int maxStep = 0, minStep = 0, maxComp = 0, minComp = 0, maxWait = 0, minWait = 0;
     const auto [stepHi, stepLo] = spread([](const RankView& r) { return r.stepS; }, &maxStep, &minStep);
     const auto [compHi, compLo] = spread([](const RankView& r) { return r.computeS; }, &maxComp, &minComp);
     const auto [waitHi, waitLo] = spread([](const RankView& r) { return r.waitShare; }, &maxWait, &minWait);
@@ -193,7 +194,7 @@ class LoadBalancing final : public MetricRuleBase {
     }
     if (waitHi - waitLo > threshold_) {
       parts.push_back(c10::str("rank ", maxWait, " spends ", fixed(waitHi * 100, 0),
-                               "% of each step waiting, rank ", minWait, " ", fixed(waitLo * 100, 0), "%"));
+                               "% of each step not computing (waiting), rank ", minWait, " ", fixed(waitLo * 100, 0), "%"));
       subjects.push_back("rank " + std::to_string(maxWait));
     }
     if (parts.empty()) return std::nullopt;
@@ -213,8 +214,8 @@ class LoadBalancing final : public MetricRuleBase {
     if (compat_ || ranks_.empty()) return;
     nlohmann::json ranks = nlohmann::json::object();
     for (const auto& [rank, s] : ranks_) {
-      nlohmann::json j = {{"steps", s.steps}, {"step_s", s.stepUs / 1e6}};
-      for (int c = 1; c < 8; ++c)
+      nlohmann::json j = {{"steps", s.steps}, {"step_s", s.stepUs / 1e6}, {"compute_s", s.computeUs / 1e6}};
+      for (int c = 1; c < kNumEventClasses; ++c)
         j[std::string(eventClassName(static_cast<EventClass>(c))) + "_s"] = s.byClass[c] / 1e6;
       ranks[std::to_string(rank)] = j;
     }

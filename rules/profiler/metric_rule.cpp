@@ -149,16 +149,21 @@ EventClass classifyEvent(const FrameworkEvent& e) {
   auto either = [&](const char* s) { return containsNoCase(e.phase, s) || containsNoCase(e.name, s); };
   if (e.phase.rfind("DataLoader", 0) == 0 || either("dataloader") || either("data_wait"))
     return EventClass::kData;
+  if (either("wait") || either("idle") || either("bubble") || either("recv")) return EventClass::kWait;
   if (e.horovodTimeline || either("allreduce") || either("all_reduce") || either("allgather") ||
       either("all_gather") || either("reduce_scatter") || either("reducescatter") ||
       either("broadcast") || either("nccl") || either("barrier") || either("send") ||
-      either("recv") || either("comm"))
+      containsNoCase(e.phase, "pipeline") || either("comm"))
     return EventClass::kComm;
-  if (either("idle") || either("bubble") || either("wait")) return EventClass::kIdle;
-  if (e.phase == "Backward-SubModuleInternal" || either("backward")) return EventClass::kBackward;
-  if (e.phase == "Forward-SubModuleInternal" || either("forward")) return EventClass::kForward;
-  if (either("optimizer") || either("optim")) return EventClass::kOptimizer;
+  if (containsNoCase(e.phase, "backward")) return EventClass::kBackward;
+  if (containsNoCase(e.phase, "forward")) return EventClass::kForward;
+  if (containsNoCase(e.phase, "optimizer") || containsNoCase(e.name, "optimizer")) return EventClass::kOptimizer;
   return EventClass::kOther;
+}
+
+bool isTopLevelCompute(const FrameworkEvent& e, EventClass c) {
+  if (c != EventClass::kForward && c != EventClass::kBackward && c != EventClass::kOptimizer) return false;
+  return e.phase.find("SubModuleInternal") == std::string::npos;
 }
 
 const char* eventClassName(EventClass c) {
@@ -168,7 +173,7 @@ const char* eventClassName(EventClass c) {
     case EventClass::kBackward: return "backward";
     case EventClass::kOptimizer: return "optimizer";
     case EventClass::kComm: return "communication";
-    case EventClass::kIdle: return "idle";
+    case EventClass::kWait: return "wait";
     case EventClass::kData: return "data";
     case EventClass::kOther: return "other";
   }

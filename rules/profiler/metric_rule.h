@@ -130,7 +130,13 @@ bool containsNoCase(const std::string& haystack, const char* needle);
 
 // What a framework event is, for the Strata-specific analyses (per-rank time breakdown, load
 // balance, top layers). See docs/rules.md "Framework event vocabulary".
-enum class EventClass { kStep, kForward, kBackward, kOptimizer, kComm, kIdle, kData, kOther };
+//   kComm: communication that may overlap compute (AllReduce buckets on the comm thread, sends);
+//   kWait: time the compute thread is blocked (AllReduceWait, pipeline recv/idle, "wait").
+enum class EventClass { kStep, kForward, kBackward, kOptimizer, kComm, kWait, kData, kOther };
+constexpr int kNumEventClasses = 8;
+// Compute events that are not nested in another compute event (smdebug's *-SubModuleInternal
+// events nest inside the module's).
+bool isTopLevelCompute(const FrameworkEvent& e, EventClass c);
 EventClass classifyEvent(const FrameworkEvent& e);
 const char* eventClassName(EventClass c);
 bool isStepEvent(const FrameworkEvent& e);

@@ -203,7 +203,7 @@ class OverallSystemUsage final : public MetricRuleBase {
       if (!byNode.empty() || compat_) r.details[kMetricNames[m]] = byNode;
     }
     nlohmann::json ts = nlohmann::json::object();
-    for (const auto& e : series_.entries()) ts[e.name][e.node] = e.value.plot.toJson();
+    for (const auto& e : series_.entries()) ts[e.node][e.name] = e.value.plot.toJson();  // metric, node
     r.details["timeseries"] = ts;
     r.details["nodes"] = nodes_;
   }
@@ -256,11 +256,16 @@ class OverallFrameworkMetrics final : public MetricRuleBase {
         RankSpan& r = ranks_[e.rank];
         r.first = r.first < 0 ? e.startUs : std::min(r.first, e.startUs);
         r.last = std::max(r.last, e.endUs);
-        r.byClass[static_cast<int>(classifyEvent(e))] += dur;
+        const EventClass c = classifyEvent(e);
+        r.byClass[static_cast<int>(c)] += dur;
+        if (isTopLevelCompute(e, c)) r.computeUs += dur;
       }
       const EventClass c = classifyEvent(e);
-      if ((c == EventClass::kForward || c == EventClass::kBackward) && !isStepEvent(e)) {
-        auto& l = layers_[e.name];
+      if (c == EventClass::kForward || c == EventClass::kBackward) {
+        // smdebug's hook nests per-module "*-SubModuleInternal" events in one top-module event;
+        // Strata records one event per layer. Per-layer times are the nested ones when present.
+        auto& map = e.phase.find("SubModuleInternal") != std::string::npos ? subLayers_ : layers_;
+        auto& l = map[e.name];
         (c == EventClass::kForward ? l.first : l.second) += dur;
       }
     }
@@ -270,7 +275,8 @@ class OverallFrameworkMetrics final : public MetricRuleBase {
  private:
   struct RankSpan {
     int64_t first = -1, last = 0;
-    double byClass[8] = {0};
+    double byClass[kNumEventClasses] = {0};
+    double computeUs = 0;
   };
 
   void addDetails(RuleReport& r) const override {
@@ -288,20 +294,31 @@ class OverallFrameworkMetrics final : public MetricRuleBase {
     }
     b.toDetails(r.details, false);
     if (compat_) return;
+    // Without smdebug's *-SubModuleInternal events, the split comes from the per-layer events.
+    if (!r.details.contains("forward_backward")) {
+      double f = 0, bw = 0;
+      for (const auto& [rank, s] : ranks_) {
+        f += s.byClass[static_cast<int>(EventClass::kForward)];
+        bw += s.byClass[static_cast<int>(EventClass::kBackward)];
+      }
+      if (f + bw > 0) r.details["forward_backward"] = {{"Forward pass", f / (f + bw) * 100}, {"Backward pass", bw / (f + bw) * 100}};
+    }
     nlohmann::json ranks = nlohmann::json::object();
     for (const auto& [rank, s] : ranks_) {
-      nlohmann::json j = {{"span_s", s.first >= 0 ? static_cast<double>(s.last - s.first) / 1e6 : 0.0}};
-      for (int c = 0; c < 8; ++c)
+      nlohmann::json j = {{"span_s", s.first >= 0 ? static_cast<double>(s.last - s.first) / 1e6 : 0.0},
+                          {"compute_s", s.computeUs / 1e6}};
+      for (int c = 0; c < kNumEventClasses; ++c)
         j[std::string(eventClassName(static_cast<EventClass>(c))) + "_s"] = s.byClass[c] / 1e6;
       ranks[std::to_string(rank)] = j;
     }
     r.details["ranks"] = ranks;
+    const auto& layers = subLayers_.empty() ? layers_ : subLayers_;
     std::vector<std::pair<double, std::string>> order;
-    for (const auto& [name, fb] : layers_) order.push_back({fb.first + fb.second, name});
+    for (const auto& [name, fb] : layers) order.push_back({fb.first + fb.second, name});
     std::sort(order.rbegin(), order.rend());
     nlohmann::json top = nlohmann::json::array();
     for (size_t i = 0; i < order.size() && i < kTopLayers; ++i) {
-      const auto& fb = layers_.at(order[i].second);
+      const auto& fb = layers.at(order[i].second);
       top.push_back({{"name", order[i].second}, {"forward_us", fb.first}, {"backward_us", fb.second}});
     }
     r.details["top_layers"] = top;
@@ -313,7 +330,7 @@ class OverallFrameworkMetrics final : public MetricRuleBase {
   double others_ = 0;
   bool haveOthers_ = false;
   std::map<int, RankSpan> ranks_;
-  std::map<std::string, std::pair<double, double>> layers_;  // name -> forward, backward µs
+  std::map<std::string, std::pair<double, double>> layers_, subLayers_;  // name -> forward, backward µs
 };
 
 }  // namespace

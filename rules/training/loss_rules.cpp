@@ -264,7 +264,7 @@ class StalledTraining final : public TensorRuleBase {
     evaluated();
     if (std::isnan(step.wallTimeSec)) return {};
     const double previous = lastWall_;
-    lastWall_ = std::max(lastWall_, step.wallTimeSec);
+    lastWall_ = std::isnan(previous) ? step.wallTimeSec : std::max(previous, step.wallTimeSec);
     reported_ = false;
     if (std::isnan(previous) || step.wallTimeSec - previous <= threshold_) return {};
     return conclude(step, {"training progress"},

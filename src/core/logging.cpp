@@ -132,6 +132,29 @@ void logLine(LogLevel level, uint32_t subsys, const char* file, int line, const 
   std::fflush(s.out);
 }
 
+namespace {
+bool envSet(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v;
+}
+}  // namespace
+
+void applyLogDefaults(const LogDefaults& defaults, int rank, const std::string& host) {
+  LogState& s = state();
+  LogLevel level;
+  if (!envSet("STRATA_LOG_LEVEL") && parseLogLevel(defaults.level, &level)) s.level = static_cast<int>(level);
+  if (!envSet("STRATA_LOG_SUBSYS") && !defaults.subsys.empty()) s.subsys = parseSubsysMask(defaults.subsys, nullptr);
+  if (!envSet("STRATA_LOG_RANKS") && !defaults.ranks.empty()) {
+    bool enabled = false;
+    for (int r : defaults.ranks) enabled = enabled || r == rank;
+    s.rankEnabled = enabled;
+  }
+  if (!envSet("STRATA_LOG_FILE") && !defaults.file.empty()) {
+    std::lock_guard<std::mutex> lock(s.fileMutex);
+    if (FILE* f = std::fopen(expandPath(defaults.file, rank, host).c_str(), "a")) s.out = f;
+  }
+}
+
 void configureLogging(int rank, const std::string& host) {
   LogState& s = state();
   s.host = host;

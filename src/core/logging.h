@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace strata {
 
@@ -36,6 +37,15 @@ void logLine(LogLevel level, uint32_t subsys, const char* file, int line, const 
 
 // Called by the runtime once the rank is known: re-reads STRATA_LOG_RANKS / _FILE.
 void configureLogging(int rank, const std::string& host);
+
+// Job-config defaults; each applies only when its STRATA_LOG_* variable is unset.
+struct LogDefaults {
+  std::string level;                // "" keeps the current level
+  std::string subsys;               // "COLL,NET"; "" keeps
+  std::vector<int> ranks;           // empty keeps
+  std::string file;                 // pattern with %h %p %r; "" keeps
+};
+void applyLogDefaults(const LogDefaults& defaults, int rank, const std::string& host);
 
 // Parses "WARN" etc.; returns false on an unknown name (pure, tested).
 bool parseLogLevel(const std::string& text, LogLevel* out);

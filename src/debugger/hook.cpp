@@ -62,9 +62,9 @@ bool Hook::beginStep(Mode mode) {
   due_ = writer_ ? dueCollections(collections_, mode, modeStep) : 0;
   // A step that is not due reaches the writer only if a scalar is saved in it; the
   // previous step, if the writer has it open, is published now rather than later.
-  const bool previousQueued = stepQueued_;
+  if (writer_ && stepQueued_) writer_->endStep();
   stepQueued_ = false;
-  if (writer_ && (due_ != 0 || previousQueued)) queueStepLocked();
+  if (writer_ && due_ != 0) queueStepLocked();
   return due_ != 0;
 }
 
@@ -104,14 +104,9 @@ bool Hook::wantsTensor(const std::string& tensorName) {
   return wantsLocked(tensorName, &containing);
 }
 
-bool Hook::saveLocked(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
-                      TensorBytes bytes) {
-  CollectionMask containing = 0;
-  if (!wantsLocked(name, &containing)) return false;
-  TensorPlan plan = planTensor(collections_, containing);
-  if (!plan.any() && !plan.tensorboardScalar) return false;
-  writer_->tensor(name, dtype, shape, std::move(bytes), std::move(plan));
-  return true;
+void Hook::enqueueLocked(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+                         TensorBytes bytes, CollectionMask containing) {
+  writer_->tensor(name, dtype, shape, std::move(bytes), planTensor(collections_, containing));
 }
 
 bool Hook::saveTensor(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
@@ -121,16 +116,20 @@ bool Hook::saveTensor(const std::string& name, DType dtype, const std::vector<in
   if (!wantsLocked(name, &containing)) return false;  // decide before copying anything
   const size_t size = numelOf(shape) * dtypeBytes(dtype);
   auto copy = std::make_shared<std::string>(static_cast<const char*>(data), size);
-  TensorBytes bytes{copy, copy->data(), size};
-  return saveLocked(name, dtype, shape, std::move(bytes));
+  const void* bytes = copy->data();
+  enqueueLocked(name, dtype, shape, TensorBytes{std::move(copy), bytes, size}, containing);
+  return true;
 }
 
 bool Hook::saveTensorShared(const std::string& name, DType dtype,
                             const std::vector<int64_t>& shape, std::shared_ptr<const void> owner,
                             const void* data) {
   std::lock_guard<std::mutex> lock(mutex_);
+  CollectionMask containing = 0;
+  if (!wantsLocked(name, &containing)) return false;
   const size_t size = numelOf(shape) * dtypeBytes(dtype);
-  return saveLocked(name, dtype, shape, TensorBytes{std::move(owner), data, size});
+  enqueueLocked(name, dtype, shape, TensorBytes{std::move(owner), data, size}, containing);
+  return true;
 }
 
 void Hook::saveScalar(const std::string& name, double value) {
@@ -195,6 +194,11 @@ std::string Hook::firstError() const {
 uint64_t Hook::bytesWritten() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return writer_ ? writer_->bytesWritten() : 0;
+}
+
+uint64_t Hook::TEST_writerItems() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return writer_ ? writer_->itemsEnqueued() : 0;
 }
 
 void writeEndMarker(const std::string& outputDir) {

@@ -111,10 +111,12 @@ class Hook {
   // The writer's first error, empty if none (errors are also logged).
   std::string firstError() const;
   uint64_t bytesWritten() const;
+  // Test only: items handed to the writer thread so far.
+  uint64_t TEST_writerItems() const;
 
  private:
-  bool saveLocked(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
-                  TensorBytes bytes);
+  void enqueueLocked(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+                     TensorBytes bytes, CollectionMask containing);
   bool wantsLocked(const std::string& tensorName, CollectionMask* containing);
   void queueStepLocked();
 

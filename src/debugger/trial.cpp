@@ -190,6 +190,17 @@ std::vector<int64_t> Trial::steps(Mode mode, bool showIncomplete) const {
   return out;
 }
 
+std::optional<Trial::StepSummary> Trial::stepSummary(int64_t globalStep) const {
+  const auto it = steps_.find(globalStep);
+  if (it == steps_.end()) return std::nullopt;
+  StepSummary s;
+  s.mode = it->second.mode;
+  s.modeStep = it->second.modeStep;
+  s.workers.assign(it->second.workers.begin(), it->second.workers.end());
+  s.complete = isComplete(globalStep);
+  return s;
+}
+
 int64_t Trial::globalStep(Mode mode, int64_t modeStep) const {
   if (mode == Mode::kGlobal) return steps_.count(modeStep) ? modeStep : -1;
   const auto it = modeToGlobal_.find(mode);

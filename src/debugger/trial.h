@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -119,6 +120,15 @@ class Trial {
   // without them (kEnded), or `timeout` passes (kTimeout).
   WaitResult waitForSteps(const std::vector<int64_t>& steps, Mode mode,
                           std::chrono::milliseconds timeout);
+
+  // What is known about a global step (nullopt: nothing written at it yet).
+  struct StepSummary {
+    Mode mode = Mode::kGlobal;
+    int64_t modeStep = 0;
+    std::vector<std::string> workers;  // those that wrote anything at it
+    bool complete = false;
+  };
+  std::optional<StepSummary> stepSummary(int64_t globalStep) const;
 
   // Global step of (mode, modeStep); -1 if unknown.
   int64_t globalStep(Mode mode, int64_t modeStep) const;

@@ -31,7 +31,7 @@ TensorData scalarTensor(double value, std::vector<int64_t> shape) {
 }  // namespace
 
 struct TrialWriter::Item {
-  enum class Kind { kCollections, kBeginStep, kTensor, kScalar, kFlush } kind;
+  enum class Kind { kCollections, kBeginStep, kEndStep, kTensor, kScalar, kFlush } kind;
   // kCollections
   std::string json;
   // kBeginStep
@@ -71,6 +71,7 @@ class TrialWriter::Worker {
         due_ = item.due;
         return n;
       }
+      case Item::Kind::kEndStep: return publish();
       case Item::Kind::kTensor: return tensor(item);
       case Item::Kind::kScalar: return scalar(item);
       case Item::Kind::kFlush: {
@@ -173,6 +174,7 @@ void TrialWriter::push(std::unique_ptr<Item> item, size_t bytes) {
   if (closed_) return;
   spaceFreed_.wait(lock, [&] { return queue_.empty() || queuedBytes_ + bytes <= options_.maxQueuedBytes; });
   queuedBytes_ += bytes;
+  ++itemsEnqueued_;
   queue_.push_back(std::move(item));
   itemReady_.notify_one();
 }
@@ -191,6 +193,12 @@ void TrialWriter::beginStep(int64_t globalStep, Mode mode, int64_t modeStep, boo
   item->mode = mode;
   item->modeStep = modeStep;
   item->due = due;
+  push(std::move(item), 0);
+}
+
+void TrialWriter::endStep() {
+  auto item = std::make_unique<Item>();
+  item->kind = Item::Kind::kEndStep;
   push(std::move(item), 0);
 }
 
@@ -254,6 +262,11 @@ std::string TrialWriter::firstError() const {
 uint64_t TrialWriter::bytesWritten() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return bytesWritten_;
+}
+
+uint64_t TrialWriter::itemsEnqueued() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return itemsEnqueued_;
 }
 
 void TrialWriter::run() {

@@ -53,6 +53,8 @@ class TrialWriter {
   // Publishes the open step (if any) and opens (globalStep, mode, modeStep). With
   // `due`, a step that ends with no tensor gets the step marker (naming.h).
   void beginStep(int64_t globalStep, Mode mode, int64_t modeStep, bool due);
+  // Publishes the open step now (if any); later tensors need a new beginStep.
+  void endStep();
   // One tensor of the open step: raw and/or reductions and/or a TensorBoard scalar.
   void tensor(std::string name, DType dtype, std::vector<int64_t> shape, TensorBytes bytes,
               TensorPlan plan);
@@ -68,6 +70,8 @@ class TrialWriter {
   // written is dropped, and writing continues with the next step.
   std::string firstError() const;
   uint64_t bytesWritten() const;
+  // Items enqueued so far (tests: steps that are not due must enqueue nothing).
+  uint64_t itemsEnqueued() const;
 
  private:
   struct Item;
@@ -85,6 +89,7 @@ class TrialWriter {
   bool closed_ = false;
   std::string firstError_;
   uint64_t bytesWritten_ = 0;
+  uint64_t itemsEnqueued_ = 0;
   std::thread thread_;
 };
 

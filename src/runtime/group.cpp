@@ -65,6 +65,7 @@ struct Group::Impl {
         queue.pop_front();
       }
       std::exception_ptr error;
+      item.second->markStarted();
       try {
         std::lock_guard<std::mutex> lock(execMu);
         item.first();

@@ -188,6 +188,13 @@ void initWith(config::JobConfig cfg, const InitOptions& options) {
   applyEnvironmentOverrides(*s, options);
   buildWorld(*s);
   configureLogging(s->launch.rank, s->host);
+  LogDefaults logDefaults;
+  const config::LoggingConfig& lc = s->config.logging;
+  logDefaults.level = lc.level.value_or("");
+  for (const auto& name : lc.subsys) logDefaults.subsys += (logDefaults.subsys.empty() ? "" : ",") + name;
+  logDefaults.ranks = lc.ranks;
+  logDefaults.file = lc.file.value_or("");
+  applyLogDefaults(logDefaults, s->launch.rank, s->host);
   logEffectiveSettings(*s);
   state = std::move(s);
 }

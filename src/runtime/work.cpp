@@ -24,9 +24,20 @@ std::exception_ptr Work::exception() {
   return error_;
 }
 
+std::chrono::nanoseconds Work::runTime() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return runTime_;
+}
+
+void Work::markStarted() {
+  std::lock_guard<std::mutex> lock(mu_);
+  started_ = std::chrono::steady_clock::now();
+}
+
 void Work::finish(std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (started_.time_since_epoch().count() != 0) runTime_ = std::chrono::steady_clock::now() - started_;
     done_ = true;
     error_ = std::move(error);
   }

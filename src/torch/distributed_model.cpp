@@ -70,6 +70,7 @@ struct DistributedModel::Impl {
   bool rebuilt = false;
   std::vector<int> readyOrder;  // observed in the first synchronised backward
   c10::ScalarType wire = c10::ScalarType::Undefined;
+  DistributedModel::Stats stats;
 
   void collectParameters();
   void broadcastState();
@@ -185,8 +186,13 @@ void DistributedModel::Impl::finish() {
   // Parameters unused in this step never fired: their (zero or accumulated) gradients
   // are reduced with the rest.
   while (nextToLaunch < buckets.size()) launch(nextToLaunch++);
+  const auto waitStart = std::chrono::steady_clock::now();
   for (auto& b : buckets) {
-    if (b.work) b.work->wait();
+    if (b.work) {
+      b.work->wait();
+      stats.allreduceSeconds += std::chrono::duration<double>(b.work->runTime()).count();
+      stats.bytesReduced += static_cast<int64_t>(b.wire.defined() ? b.wire.nbytes() : b.flat.nbytes());
+    }
     b.work.reset();
     if (b.wire.defined()) {
       torch::NoGradGuard noGrad;
@@ -194,6 +200,8 @@ void DistributedModel::Impl::finish() {
       b.wire = torch::Tensor();
     }
   }
+  stats.exposedSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - waitStart).count();
+  ++stats.steps;
   backwardActive = false;
   maybeRebuild();
 }
@@ -299,6 +307,8 @@ std::vector<torch::Tensor> DistributedModel::parameters() const { return impl_->
 std::shared_ptr<torch::nn::Module> DistributedModel::module() const { return impl_->module; }
 Group& DistributedModel::group() const { return *impl_->group; }
 void DistributedModel::train(bool on) { impl_->module->train(on); }
+DistributedModel::Stats DistributedModel::stats() const { return impl_->stats; }
+void DistributedModel::reset_stats() { impl_->stats = Stats{}; }
 size_t DistributedModel::num_buckets() const { return impl_->buckets.size(); }
 bool DistributedModel::buckets_rebuilt() const { return impl_->rebuilt; }
 

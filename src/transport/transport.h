@@ -39,6 +39,10 @@ class PendingOp {
   virtual bool done() = 0;
 };
 
+// What kind of failure made a rank close a connection; the peer rethrows an error of the
+// matching type (NetworkError, TimeoutError, MismatchError), with the reason text.
+enum class CloseReason : uint8_t { kNetwork = 0, kTimeout = 1, kMismatch = 2 };
+
 // Ordered, reliable byte channel to one peer. Messages are matched in order: the n-th
 // receive posted gets the n-th message the peer sent. Thread-safe: a send and a receive
 // may be posted from different threads (the pipeline's send and recv threads).
@@ -48,6 +52,10 @@ class Connection {
   virtual int peer() const = 0;
   virtual std::unique_ptr<PendingOp> postSend(const void* data, size_t numBytes, uint64_t tag) = 0;
   virtual std::unique_ptr<PendingOp> postRecv(void* data, size_t numBytes, uint64_t tag) = 0;
+  // Fails every pending and later op and shuts the channel down, so the peer fails
+  // promptly too; when no message is half-sent, the peer is first told `why` (its
+  // pending and later ops fail with that reason). Idempotent, thread-safe, never throws.
+  virtual void close(const std::string& why, CloseReason reason = CloseReason::kNetwork) = 0;
 };
 
 struct TransportOptions {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "debugger/hook.h"
 
 namespace strata::debugger::testing {
 
@@ -36,6 +37,14 @@ class TempDir {
 // The "debugger" section of a job config, parsed as a user would write it.
 inline config::DebuggerConfig debuggerConfig(const std::string& sectionJson) {
   return config::parseJobConfig("{\"debugger\": " + sectionJson + "}", "test").debugger;
+}
+
+inline HookOptions hookOptions(const std::string& dir, int rank = 0, int worldSize = 1) {
+  HookOptions o;
+  o.outputDir = dir;
+  o.rank = rank;
+  o.worldSize = worldSize;
+  return o;
 }
 
 inline std::string hexOf(const std::string& bytes) {

@@ -22,7 +22,7 @@ constexpr char kDataParallelConfig[] = R"({"include_workers": "all", "collection
 
 // One data-parallel rank: the same model on every rank; values depend on rank and step.
 void runDataParallelRank(const std::string& dir, int rank, int trainSteps, int evalSteps) {
-  Hook hook(debuggerConfig(kDataParallelConfig), {dir, rank, 2});
+  Hook hook(debuggerConfig(kDataParallelConfig), testing::hookOptions(dir, rank, 2));
   for (int s = 0; s < trainSteps + evalSteps; ++s) {
     const Mode mode = s < trainSteps ? Mode::kTrain : Mode::kEval;
     if (hook.beginStep(mode)) {
@@ -78,8 +78,8 @@ TEST(EndToEnd, PipelineStageWithNothingDueStillCompletesTheStep) {
   TempDir dir;
   const auto cfg = debuggerConfig(
       R"({"include_workers": "all", "collections": [{"name": "losses", "save_interval": 1}]})");
-  Hook stage0(cfg, {dir.path(), 0, 2});  // owns fc1: no loss
-  Hook stage1(cfg, {dir.path(), 1, 2});  // owns fc2 and the loss
+  Hook stage0(cfg, testing::hookOptions(dir.path(), 0, 2));  // owns fc1: no loss
+  Hook stage1(cfg, testing::hookOptions(dir.path(), 1, 2));  // owns fc2 and the loss
   for (int s = 0; s < 3; ++s) {
     EXPECT_TRUE(stage0.beginStep(Mode::kTrain));
     EXPECT_FALSE(stage0.wantsTensor(moduleOutputTensorName("fc1", 0)));
@@ -104,8 +104,8 @@ TEST(EndToEnd, IncompleteStepsWaitForTheEndMarker) {
   const auto cfg = debuggerConfig(
       R"({"include_workers": "all", "collections": [{"name": "weights", "save_interval": 1}]})");
   const float w = 1.0f;
-  Hook r0(cfg, {dir.path(), 0, 2});
-  Hook r1(cfg, {dir.path(), 1, 2});
+  Hook r0(cfg, testing::hookOptions(dir.path(), 0, 2));
+  Hook r1(cfg, testing::hookOptions(dir.path(), 1, 2));
   for (int s = 0; s < 3; ++s) {
     r0.beginStep(Mode::kTrain);
     r0.saveTensor("Net_w.weight", DType::kFloat32, {}, &w);
@@ -132,7 +132,7 @@ TEST(EndToEnd, IncompleteStepsWaitForTheEndMarker) {
 TEST(EndToEnd, ReaderSeesStepsWhileTrainingRuns) {
   TempDir dir;
   const auto cfg = debuggerConfig(R"({"collections": [{"name": "weights", "save_interval": 1}]})");
-  Hook hook(cfg, {dir.path()});
+  Hook hook(cfg, testing::hookOptions(dir.path()));
   const float w = 2.0f;
   hook.beginStep(Mode::kTrain);
   hook.saveTensor("Net_w.weight", DType::kFloat32, {}, &w);

@@ -71,7 +71,7 @@ std::string tensorName(DType d, size_t rank) {
 TEST(RoundTrip, EveryDtypeAndRankReadsBack) {
   TempDir dir;
   {
-    Hook hook(debuggerConfig(R"({"save_interval": 1, "collections": [{"name": "all"}]})"), {dir.path()});
+    Hook hook(debuggerConfig(R"({"save_interval": 1, "collections": [{"name": "all"}]})"), testing::hookOptions(dir.path()));
     for (int step = 0; step < 2; ++step) {
       ASSERT_TRUE(hook.beginStep(Mode::kTrain));
       for (DType d : kDTypes) {
@@ -118,7 +118,7 @@ TEST(RoundTrip, StoredReductionsEqualAReferenceAndReplaceTheRawTensor) {
         "reductions": ["min", "max", "mean", "std", "variance", "sum", "prod", "l1", "l2",
                        "abs_min", "abs_max", "abs_mean", "abs_std", "abs_variance", "abs_sum",
                        "abs_prod", "abs_l1", "abs_l2"]}]})"),
-              {dir.path()});
+              testing::hookOptions(dir.path()));
     hook.beginStep(Mode::kTrain);
     ASSERT_TRUE(hook.saveTensor("Net_fc1.weight", DType::kFloat32, {3, 4}, w.data()));
     hook.close(true);
@@ -154,7 +154,7 @@ TEST(RoundTrip, ReductionFromRawWhenNotStored) {
   TempDir dir;
   const double x[4] = {3, -4, 0, 0};
   {
-    Hook hook(debuggerConfig(R"({"save_interval": 1, "collections": [{"name": "all"}]})"), {dir.path()});
+    Hook hook(debuggerConfig(R"({"save_interval": 1, "collections": [{"name": "all"}]})"), testing::hookOptions(dir.path()));
     hook.beginStep(Mode::kTrain);
     hook.saveTensor("x", DType::kFloat64, {2, 2}, x);
     hook.close(true);
@@ -168,7 +168,7 @@ TEST(RoundTrip, ReductionFromRawWhenNotStored) {
 TEST(RoundTrip, ScalarsJoinTheirStepAndTensorboard) {
   TempDir dir;
   {
-    Hook hook(debuggerConfig(R"({"collections": [{"name": "losses", "save_interval": 2}]})"), {dir.path()});
+    Hook hook(debuggerConfig(R"({"collections": [{"name": "losses", "save_interval": 2}]})"), testing::hookOptions(dir.path()));
     const float loss = 0.75f;
     for (int s = 0; s < 3; ++s) {
       hook.beginStep(Mode::kTrain);

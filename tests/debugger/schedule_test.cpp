@@ -90,7 +90,7 @@ TEST(Schedule, HookCountsStepsPerMode) {
   TempDir dir;
   Hook hook(debuggerConfig(
                 R"({"collections": [{"name": "weights", "save_interval": 2}, {"name": "gradients", "save_interval": 2}]})"),
-            {dir.path()});
+            testing::hookOptions(dir.path()));
   // smdebug: the global step advances on every step; mode steps count per mode from 0.
   struct Expect { Mode mode; int64_t global, modeStep; bool due; };
   const Expect plan[] = {{Mode::kTrain, 0, 0, true},  {Mode::kTrain, 1, 1, false},
@@ -115,13 +115,19 @@ TEST(Schedule, HookCountsStepsPerMode) {
 
 TEST(Schedule, NothingIsWrittenOnStepsThatAreNotDue) {
   TempDir dir;
-  Hook hook(debuggerConfig(R"({"collections": [{"name": "weights", "save_interval": 5}]})"), {dir.path()});
+  Hook hook(debuggerConfig(R"({"collections": [{"name": "weights", "save_interval": 5, "end_step": 5}]})"),
+            testing::hookOptions(dir.path()));
   const float w[2] = {1, 2};
+  const uint64_t atStart = hook.TEST_writerItems();  // the collections file
   for (int s = 0; s < 5; ++s) {
     hook.beginStep(Mode::kTrain);
     EXPECT_EQ(hook.saveTensor("Net_fc1.weight", DType::kFloat32, {2}, w), s == 0);
     EXPECT_FALSE(hook.saveTensor("Net_fc1.bias", DType::kFloat32, {2}, w));  // not selected
   }
+  // Step 0: begin + tensor; step 1: publish step 0; steps 2..4: nothing at all.
+  EXPECT_EQ(hook.TEST_writerItems() - atStart, 3u);
+  for (int s = 0; s < 100; ++s) hook.beginStep(Mode::kTrain);
+  EXPECT_EQ(hook.TEST_writerItems() - atStart, 3u);
   hook.flush();
   const auto events = listFilesRecursive(dir.path() + "/events");
   EXPECT_EQ(events, (std::vector<std::string>{"000000000000/000000000000_worker_0.tfevents"}));
@@ -132,13 +138,13 @@ TEST(Schedule, NothingIsWrittenOnStepsThatAreNotDue) {
 TEST(Schedule, RankZeroOnlyWithIncludeWorkersOne) {
   TempDir dir;
   const auto cfg = debuggerConfig(R"({"collections": [{"name": "weights"}]})");
-  Hook rank1(cfg, {dir.path(), 1, 2});
+  Hook rank1(cfg, testing::hookOptions(dir.path(), 1, 2));
   EXPECT_FALSE(rank1.writes());
   EXPECT_FALSE(rank1.beginStep(Mode::kTrain));
-  Hook rank0(cfg, {dir.path(), 0, 2});
+  Hook rank0(cfg, testing::hookOptions(dir.path(), 0, 2));
   EXPECT_TRUE(rank0.writes());
   EXPECT_EQ(rank0.numWorkers(), 1);  // smdebug overrides num_workers to 1 for "one"
-  Hook off(debuggerConfig("{}"), {dir.path()});
+  Hook off(debuggerConfig("{}"), testing::hookOptions(dir.path()));
   EXPECT_FALSE(off.writes());
 }
 

@@ -436,22 +436,9 @@ TEST_F(StrataVsMpi, OtherAsyncCollectivesMatchMpi) {
 // ranks (strata::newGroup), so the failure never poisons the world group the other tests
 // use, whatever order gtest runs them in.
 //
-// Known runtime bugs (reported; STRATA_TEST_KNOWN_BUGS=1 runs the strict checks):
-//  1. A failed collective does not tear down the rank's TCP connections, so ranks that
-//     do not themselves receive from a failed rank (tcp_ring over > 2 ranks, the
-//     inter-host phase of hierarchical) wait for the full timeout instead of failing fast.
-//  2. Over TCP only the receiver of a mismatched message sees MismatchError; the rank
-//     it came from sees "connection to rank X closed (peer died?)".
-
-bool knownBugsEnabled() {
-  const char* v = std::getenv("STRATA_TEST_KNOWN_BUGS");
-  return v && std::string(v) == "1";
-}
-
-// Ranks far from the mismatch are not told about it (bug 1 above).
-bool mismatchWaitsForTimeout(const std::string& algo, int size) {
-  return (algo == "tcp_ring" && size > 2) || algo == "hierarchical";
-}
+// Every rank must fail fast (a failed rank closes its connections and aborts the
+// shared-memory domain, so ranks far from it in a ring or on another host are told) and
+// report the mismatch (the first failing rank records why in the group's store).
 
 class MismatchVsMpi : public StrataVsMpi, public ::testing::WithParamInterface<std::string> {};
 
@@ -471,10 +458,6 @@ TEST_P(MismatchVsMpi, DetectedOnEveryRankThenFailsFast) {
   EXPECT_TRUE(noThrow([&] { group->allreduce(in.data(), out.data(), count, DType::kFloat32, ReduceOp::kSum); }));
   EXPECT_EQ(out[0], static_cast<float>(size()));
   const std::string used = group->lastAllreduceAlgorithm();
-  if (mismatchWaitsForTimeout(used, size()) && !knownBugsEnabled()) {
-    GTEST_SKIP() << "known bug: with " << used << " over " << size()
-                 << " ranks a mismatch reaches far ranks only by the timeout (STRATA_TEST_KNOWN_BUGS=1 runs it)";
-  }
 
   const size_t myCount = rank() == 1 ? count + 1 : count;
   std::string error;
@@ -499,15 +482,12 @@ TEST_P(MismatchVsMpi, DetectedOnEveryRankThenFailsFast) {
   // Detected by comparing the calls, not by running into the timeout.
   EXPECT_LT(detectMs, group->timeout().count() / 2) << algo << " (" << used << "): detection took " << detectMs
                                                     << " ms: " << error;
-  // At least one rank says what happened (every rank, once bug 2 is fixed).
-  int anyMismatchError = 0;
-  MPI_Allreduce(&isMismatchError, &anyMismatchError, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  EXPECT_EQ(anyMismatchError, 1) << "no rank threw strata::MismatchError; here: " << error;
-  const bool shmAlgo = used.rfind("shm_", 0) == 0;  // compares the signatures on every rank
-  if (knownBugsEnabled() || shmAlgo) {
-    if (threw) {
-      EXPECT_EQ(namesMismatch, 1) << "rank " << rank() << " failed without saying why: " << error;
-    }
+  // Every rank says what happened.
+  int everyRankMismatchError = 0;
+  MPI_Allreduce(&isMismatchError, &everyRankMismatchError, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  EXPECT_EQ(everyRankMismatchError, 1) << "some rank did not throw strata::MismatchError; here: " << error;
+  if (threw) {
+    EXPECT_EQ(namesMismatch, 1) << "rank " << rank() << " failed without saying why: " << error;
   }
 
   // The group is failed now: the next call (matched or not) throws at once everywhere.

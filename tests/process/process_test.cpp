@@ -328,10 +328,6 @@ long failedAfterMs(const std::string& output) {
   return -1;
 }
 
-bool knownBugsEnabled() {
-  const char* v = std::getenv("STRATA_TEST_KNOWN_BUGS");
-  return v && std::string(v) == "1";
-}
 
 // Checks a run in which `victim` died (at `death`): it was SIGKILLed, and every other
 // rank exited with NetworkError's code, naming the victim, soon after.
@@ -376,7 +372,6 @@ struct KillCase {
   int ranks;
   int victim;
   std::vector<std::string> env;
-  bool knownBug = false;  // see the report: a ring does not propagate the failure
 };
 
 void PrintTo(const KillCase& c, std::ostream* os) { *os << c.name; }
@@ -385,10 +380,6 @@ class PeerSigkill : public ::testing::TestWithParam<KillCase> {};
 
 TEST_P(PeerSigkill, SurvivorsFailFastNamingTheDeadRank) {
   const KillCase& c = GetParam();
-  if (c.knownBug && !knownBugsEnabled()) {
-    GTEST_SKIP() << "known bug: survivors not adjacent to the dead rank in a TCP ring are not told about it "
-                    "(STRATA_TEST_KNOWN_BUGS=1 runs it)";
-  }
   Job job(testDir());
   const int killAt = 20;
   launchRanks(job, c.ranks,
@@ -413,8 +404,7 @@ INSTANTIATE_TEST_SUITE_P(
                       KillCase{"tcp_ring_4ranks",
                                4,
                                1,
-                               {"STRATA_TRANSPORT=tcp", "STRATA_ALLREDUCE_ALGO=tcp_ring"},
-                               /*knownBug=*/true}),
+                               {"STRATA_TRANSPORT=tcp", "STRATA_ALLREDUCE_ALGO=tcp_ring"}}),
     [](const ::testing::TestParamInfo<KillCase>& info) { return std::string(info.param.name); });
 
 // The driver kills a random rank at a random moment of the loop, five times over: no
@@ -509,10 +499,7 @@ TEST_P(AbsentRank, OthersFailNamingIt) {
                   error.find("timed out after 1000 ms") != std::string::npos)
           << "the error should say the rank did not arrive in time";
       if (p.exitedWith(4)) ++timeoutErrors;
-      if (knownBugsEnabled()) {
-        EXPECT_TRUE(p.exitedWith(4)) << "every waiting rank should see a TimeoutError, " << p.name << " "
-                                     << p.how();
-      }
+      EXPECT_TRUE(p.exitedWith(4)) << "every waiting rank should see a TimeoutError, " << p.name << " " << p.how();
     } else {
       // Gone: the dead process is noticed (peer pid probe, connection closed) or, at
       // the latest, the timeout fires.
@@ -551,9 +538,9 @@ std::string expand(std::string text, const std::string& path) {
 
 void PrintTo(const ConfigCase& c, std::ostream* os) { *os << c.name; }
 
-class BadConfig : public ::testing::TestWithParam<ConfigCase> {};
+class BadJobConfig : public ::testing::TestWithParam<ConfigCase> {};
 
-TEST_P(BadConfig, EveryRankReportsItAndExits) {
+TEST_P(BadJobConfig, EveryRankReportsItAndExits) {
   const ConfigCase& c = GetParam();
   const std::string dir = testDir();
   Job job(dir);
@@ -585,7 +572,7 @@ TEST_P(BadConfig, EveryRankReportsItAndExits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Table, BadConfig,
+    Table, BadJobConfig,
     ::testing::Values(
         ConfigCase{"UnknownKey", R"({"modelparalel": {}})", false,
                    R"({path}: unknown key "modelparalel" at /modelparalel; did you mean "modelparallel"?)"},

@@ -252,7 +252,8 @@ TEST_P(TcpMismatchTest, ReceiverThrowsMismatchErrorNamingPeerTagsAndBytes) {
       } catch (const NetworkError&) {
         // Legal: the receiver may shut the connection down before our last bytes left.
       }
-      // The receiver fails the connection, so we hear about it instead of hanging.
+      // The receiver closes the connection after the mismatch, so we hear about it
+      // instead of hanging.
       uint8_t byte = 0;
       expectPromptNetworkError(end.byPeer[1]->postRecv(&byte, 1, 1));
       bootstrap::storeBarrier(*store, "done", 2, kTimeout);
@@ -280,8 +281,9 @@ TEST_P(TcpMismatchTest, ReceiverThrowsMismatchErrorNamingPeerTagsAndBytes) {
     const std::string later =
         expectPromptNetworkError(end.byPeer[0]->postRecv(data.data(), data.size(), c.expectedTag));
     EXPECT_NE(later.find("unusable after an earlier message mismatch"), std::string::npos) << later;
-    // Keep our socket open until rank 0 has seen the failure: it must learn of it from
-    // the connection being shut down, not from our transport going away.
+    // A mismatch leaves closing to the owner (which first tells its peers why); rank 0
+    // must learn of it from that close, not from our transport going away.
+    end.byPeer[0]->close("mismatch reported");
     bootstrap::storeBarrier(*store, "done", 2, kTimeout);
   });
 }
@@ -311,9 +313,10 @@ TEST(TcpTransportTest, PeerDestroyedMidwayFailsPendingAndLaterOpsWithNetworkErro
     std::vector<uint8_t> data(4096);
     const std::string what =
         expectPromptNetworkError(end.byPeer[0]->postRecv(data.data(), data.size(), 9));
+    // Rank 0 closed at a message boundary, so it told us why before going.
     EXPECT_NE(what.find("[r" + std::to_string(rank) +
-                        "/3] connection to rank 0 closed (peer died?) during recv of "
-                        "4096 bytes tag 9"),
+                        "/3] rank 0 closed the connection during recv of 4096 bytes tag 9: "
+                        "the Transport was destroyed"),
               std::string::npos)
         << what;
     expectPromptNetworkError(end.byPeer[0]->postSend(data.data(), data.size(), 10));
@@ -411,6 +414,50 @@ TEST(TcpTransportTest, DestroyingAPendingOpFailsTheConnectionInsteadOfCorrupting
     }
     bootstrap::storeBarrier(*store, "done", 2, kTimeout);
   });
+}
+
+}  // namespace
+}  // namespace strata::transport
+
+namespace strata::transport {
+namespace {
+
+// close(why, reason) at a message boundary sends the peer an abort frame: its pending
+// receive fails with the matching error type and the reason text.
+TEST(TcpTransportTest, CloseTellsThePeerWhyWithTheErrorType) {
+  for (CloseReason reason : {CloseReason::kNetwork, CloseReason::kTimeout, CloseReason::kMismatch}) {
+    auto store = bootstrap::makeHashStore();
+    std::atomic<int> checked{0};
+    runRanks(2, [&](int rank) {
+      RankEnd end = connectRank(*store, rank, 2, loopbackOptions());
+      bootstrap::storeBarrier(*store, "connected", 2, kTimeout);
+      if (rank == 0) {
+        end.byPeer[1]->close("rank 0 saw something wrong", reason);
+        bootstrap::storeBarrier(*store, "done", 2, kTimeout);
+        return;
+      }
+      std::vector<uint8_t> data(64);
+      auto recv = end.byPeer[0]->postRecv(data.data(), data.size(), 5);
+      try {
+        recv->wait(kTimeout);
+        ADD_FAILURE() << "no error";
+      } catch (const MismatchError& e) {
+        EXPECT_EQ(reason, CloseReason::kMismatch) << e.what();
+        EXPECT_NE(std::string(e.what()).find("rank 0 saw something wrong"), std::string::npos) << e.what();
+        ++checked;
+      } catch (const TimeoutError& e) {
+        EXPECT_EQ(reason, CloseReason::kTimeout) << e.what();
+        EXPECT_NE(std::string(e.what()).find("rank 0 saw something wrong"), std::string::npos) << e.what();
+        ++checked;
+      } catch (const NetworkError& e) {
+        EXPECT_EQ(reason, CloseReason::kNetwork) << e.what();
+        EXPECT_NE(std::string(e.what()).find("rank 0 saw something wrong"), std::string::npos) << e.what();
+        ++checked;
+      }
+      bootstrap::storeBarrier(*store, "done", 2, kTimeout);
+    });
+    EXPECT_EQ(checked.load(), 1);
+  }
 }
 
 }  // namespace

@@ -116,6 +116,12 @@ void TcpOp::throwFailure() const {
     case FailKind::kClosedLocally:
       STRATA_THROW(NetworkError, "connection to rank ", peer, " closed locally (", failure_.detail,
                    ")", during);
+    case FailKind::kPeerAborted: {
+      const std::string text = c10::str("rank ", peer, " closed the connection", during, ": ", failure_.detail);
+      if (failure_.peerReason == CloseReason::kMismatch) STRATA_THROW(MismatchError, text);
+      if (failure_.peerReason == CloseReason::kTimeout) STRATA_THROW(TimeoutError, text);
+      STRATA_THROW(NetworkError, text);
+    }
     case FailKind::kIoError:
     case FailKind::kAbandoned:
     case FailKind::kNone: break;
@@ -210,6 +216,10 @@ ConnectionCore::Progress ConnectionCore::progressRecv() {
     }
     const size_t done = before + static_cast<size_t>(n);
     op->transferred.store(done, std::memory_order_relaxed);
+    if (before < kHeaderBytes && done >= kHeaderBytes && op->header.tag == kAbortTag) {
+      readAbortFrame(op, done - kHeaderBytes);
+      return Progress::kFailed;
+    }
     if (before < kHeaderBytes && done >= kHeaderBytes && !checkHeader(op)) return Progress::kFailed;
     if (done == kHeaderBytes + op->numBytes) {
       recvQueue_.pop_front();
@@ -235,6 +245,44 @@ bool ConnectionCore::checkHeader(TcpOp* op) {
   return false;
 }
 
+// The peer's abort frame: part of its payload may already sit in the op's buffer (readv
+// filled it), the rest is read from the socket, waiting briefly (the peer wrote the whole
+// frame at once, then shut the socket down).
+void ConnectionCore::readAbortFrame(TcpOp* op, size_t received) {
+  const size_t length = std::min<uint64_t>(op->header.numBytes, kMaxAbortReasonBytes);
+  std::string payload(reinterpret_cast<const char*>(op->data), std::min({received, length, op->numBytes}));
+  const auto deadline = Clock::now() + std::chrono::milliseconds(200);
+  while (payload.size() < length && Clock::now() < deadline) {
+    char buf[kMaxAbortReasonBytes];
+    const ssize_t n = ::recv(fd_.get(), buf, length - payload.size(), MSG_DONTWAIT);
+    if (n > 0) {
+      payload.append(buf, static_cast<size_t>(n));
+    } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      break;
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  Failure failure{FailKind::kPeerAborted, payload.size() > 1 ? payload.substr(1) : std::string("(no reason given)")};
+  if (!payload.empty() && payload[0] <= static_cast<char>(CloseReason::kMismatch))
+    failure.peerReason = static_cast<CloseReason>(payload[0]);
+  recordFailure(std::move(failure));
+}
+
+// Best effort: only at a message boundary (nothing half-sent), in one non-blocking write.
+void ConnectionCore::sendAbortFrame(const std::string& why, CloseReason reason) {
+  if (closed_ || !fd_.valid()) return;
+  if (!sendQueue_.empty() && sendQueue_.front()->transferred.load(std::memory_order_relaxed) != 0) return;
+  std::string payload(1, static_cast<char>(reason));
+  payload += why.substr(0, kMaxAbortReasonBytes - 1);
+  FrameHeader header{kAbortTag, payload.size()};
+  iovec iov[2] = {{&header, kHeaderBytes}, {payload.data(), payload.size()}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
+  (void)::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 void ConnectionCore::abandon(TcpOp* op) {
   bool wasQueued = false;
   {
@@ -253,13 +301,22 @@ void ConnectionCore::abandon(TcpOp* op) {
   }
 }
 
-void ConnectionCore::close(const std::string& why) {
+void ConnectionCore::close(const std::string& why, CloseReason reason) {
+  {
+    std::lock_guard<std::mutex> lock(sendMu_);
+    if (!failed_.load(std::memory_order_acquire) || failureKind() == FailKind::kMismatch) sendAbortFrame(why, reason);
+  }
   recordFailure({FailKind::kClosedLocally, why});
   failAll();
   std::lock_guard<std::mutex> sendLock(sendMu_);
   std::lock_guard<std::mutex> recvLock(recvMu_);
   closed_ = true;
   fd_.reset();
+}
+
+FailKind ConnectionCore::failureKind() const {
+  std::lock_guard<std::mutex> lock(failureMu_);
+  return failure_.kind;
 }
 
 void ConnectionCore::recordFailure(Failure failure) {
@@ -269,9 +326,18 @@ void ConnectionCore::recordFailure(Failure failure) {
 }
 
 void ConnectionCore::failAll() {
+  bool mismatch;
+  {
+    std::lock_guard<std::mutex> lock(failureMu_);
+    mismatch = failure_.kind == FailKind::kMismatch;
+  }
   {
     std::lock_guard<std::mutex> lock(sendMu_);
-    if (!closed_) ::shutdown(fd_.get(), SHUT_RDWR);  // the peer sees EOF rather than a hang
+    // Other failures shut the socket down at once, so the peer sees EOF rather than a
+    // hang. A mismatch is left to the connection's owner: it first tells the peers why
+    // (the communicator's failure record) and then closes the connection itself, so the
+    // peers report the mismatch rather than a closed connection.
+    if (!closed_ && !mismatch) ::shutdown(fd_.get(), SHUT_RDWR);
     failQueue(sendQueue_);
   }
   std::lock_guard<std::mutex> lock(recvMu_);

@@ -45,6 +45,7 @@ enum class FailKind {
   kAfterMismatch,  // a later op on a connection that had a mismatch
   kClosedLocally,  // our Connection or Transport was destroyed
   kAbandoned,      // a pending op was destroyed before it completed
+  kPeerAborted,    // the peer closed the connection telling us why (an abort frame)
 };
 
 struct Failure {
@@ -52,7 +53,15 @@ struct Failure {
   std::string detail;   // errno text or similar
   uint64_t gotTag = 0;  // kMismatch: the header that arrived
   uint64_t gotBytes = 0;
+  CloseReason peerReason = CloseReason::kNetwork;  // kPeerAborted: the peer's error type
 };
+
+// A frame with this tag is not a message but the peer's last words: one CloseReason byte
+// and the reason text, sent by close() when no message is half-sent. Users' tags must
+// not take this value.
+constexpr uint64_t kAbortTag = ~uint64_t{0};
+// The reason text is cut to this length: it must fit a socket buffer in one write.
+constexpr size_t kMaxAbortReasonBytes = 1024;
 
 struct FrameHeader {
   uint64_t tag;
@@ -115,8 +124,9 @@ class ConnectionCore {
   void onEvents(uint32_t events);
   // ~TcpOp of an op still queued: fails the connection, as the stream is out of step.
   void abandon(TcpOp* op);
-  // Fails every pending and future op and closes the socket. Idempotent; never throws.
-  void close(const std::string& why);
+  // Fails every pending and future op and closes the socket, first sending an abort
+  // frame with `why` when no message is half-sent. Idempotent; never throws.
+  void close(const std::string& why, CloseReason reason = CloseReason::kNetwork);
 
  private:
   // kFailed: a failure was recorded; the caller runs failAll() once it holds no mutex.
@@ -125,7 +135,10 @@ class ConnectionCore {
   Progress progressRecv();              // requires recvMu_
   Progress progress(TcpOp::Kind kind);  // requires that direction's mutex
   bool checkHeader(TcpOp* op);          // requires recvMu_; false on a mismatch
+  void readAbortFrame(TcpOp* op, size_t received);  // requires recvMu_
+  void sendAbortFrame(const std::string& why, CloseReason reason);  // requires sendMu_
   void recordFailure(Failure failure);
+  FailKind failureKind() const;
   // Shuts the socket down (so the peer sees the failure too) and fails both queues.
   void failAll();
   void failQueue(std::deque<TcpOp*>& queue);  // requires that queue's mutex
@@ -153,6 +166,7 @@ class TcpConnection final : public Connection {
   int peer() const override { return core_->peer(); }
   std::unique_ptr<PendingOp> postSend(const void* data, size_t numBytes, uint64_t tag) override;
   std::unique_ptr<PendingOp> postRecv(void* data, size_t numBytes, uint64_t tag) override;
+  void close(const std::string& why, CloseReason reason) override { core_->close(why, reason); }
 
  private:
   std::shared_ptr<ConnectionCore> core_;

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Weak scaling of data-parallel training: Strata (scaling_bench under mpirun) and PyTorch
+# DDP with Gloo (Debian's python3-torch) on the same models, per-rank batch and threads.
+# Usage: bench/run_scaling.sh [BUILD_DIR] [STEPS]. Ends with the summary lines of issue 3.
+set -euo pipefail
+BUILD="${1:-build}"; STEPS="${2:-30}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+CORES=$(nproc)
+OUT=$(mktemp)
+echo "# scaling_bench: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $CORES cores, steps=$STEPS, per-rank batch 32"
+echo "# 4 ranks on $CORES cores are oversubscribed: each rank then gets half a core"
+for model in cnn mlp25m; do
+  for n in 1 2 4; do
+    threads=$(( CORES / n > 0 ? CORES / n : 1 ))
+    mpirun -np "$n" "$BUILD/bench/scaling_bench" --model "$model" --steps "$STEPS" --batch 32 | tee -a "$OUT"
+    /usr/bin/python3 "$(dirname "$0")/ddp_baseline.py" --model "$model" --ranks "$n" --steps "$STEPS" --batch 32 \
+      --threads "$threads" 2>/dev/null | tee -a "$OUT"
+  done
+done
+field() { grep -E "^$1 model=$2 ranks=$3 " "$OUT" | sed -E "s/.* $4=([0-9.]+).*/\1/"; }
+for model in cnn mlp25m; do
+  s1=$(field scaling "$model" 1 samples_per_s)
+  for n in 2 4; do
+    sn=$(field scaling "$model" "$n" samples_per_s)
+    awk -v a="$sn" -v b="$s1" -v n="$n" -v m="$model" 'BEGIN { printf "# efficiency %s %d: %.2f\n", m, n, a / (n * b) }'
+  done
+done
+for model in cnn mlp25m; do
+  for n in 2 4; do
+    e=$(field scaling "$model" "$n" exposed_comm_ms); a=$(field scaling "$model" "$n" allreduce_ms)
+    awk -v e="$e" -v a="$a" -v n="$n" -v m="$model" 'BEGIN { printf "# exposed_comm_fraction %s %d: %.2f\n", m, n, (a > 0 ? e / a : 0) }'
+    s=$(field scaling "$model" "$n" samples_per_s); d=$(field ddp "$model" "$n" samples_per_s)
+    awk -v s="$s" -v d="$d" -v n="$n" -v m="$model" 'BEGIN { printf "# ratio strata/ddp %s %d: %.2f\n", m, n, s / d }'
+  done
+done
+rm -f "$OUT"

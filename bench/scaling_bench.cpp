@@ -1,0 +1,110 @@
+// Data-parallel weak scaling: a fixed per-rank batch at 1, 2, 4 ranks (run once per rank
+// count under mpirun; bench/run_scaling.sh drives it and compares with PyTorch DDP).
+//
+//   mpirun -np 2 build/bench/scaling_bench --model mlp25m --steps 30 --batch 32
+//
+// Prints one line per run:
+//   scaling model=<m> ranks=<n> samples_per_s=<x> step_ms=<t> compute_ms=<c> exposed_comm_ms=<e>
+//   allreduce_ms=<a> other_ms=<o>
+// step = compute (forward + backward until the last gradient is produced, overlapped with
+// communication) + exposed communication (waiting for the AllReduces after backward) +
+// other (optimizer, zero_grad).
+#include <CLI/CLI.hpp>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "strata/strata.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+struct Workload {
+  torch::nn::Sequential net;
+  torch::Tensor x, y;
+  bool classification = false;
+};
+
+Workload makeWorkload(const std::string& model, int64_t batch) {
+  namespace nn = torch::nn;
+  torch::manual_seed(0);
+  Workload w;
+  if (model == "cnn") {
+    w.net = nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 8, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
+                           nn::Conv2d(nn::Conv2dOptions(8, 16, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
+                           nn::Flatten(), nn::Linear(16 * 7 * 7, 64), nn::ReLU(), nn::Linear(64, 10),
+                           nn::LogSoftmax(1));
+    w.x = torch::randn({batch, 1, 28, 28});
+    w.y = torch::randint(0, 10, {batch});
+    w.classification = true;
+  } else if (model == "mlp25m") {
+    // 1024*4096 + 4096*4096 + 4096*1024 weights: 25.2 M parameters, 100 MB of gradients.
+    w.net = nn::Sequential(nn::Linear(1024, 4096), nn::ReLU(), nn::Linear(4096, 4096), nn::ReLU(),
+                           nn::Linear(4096, 1024));
+    w.x = torch::randn({batch, 1024});
+    w.y = torch::randn({batch, 1024});
+  } else {
+    throw std::runtime_error("unknown --model " + model + " (cnn | mlp25m)");
+  }
+  return w;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model = "cnn", config;
+  int steps = 30, warmup = 5;
+  int64_t batch = 32;
+  CLI::App app{"Strata data-parallel weak-scaling benchmark"};
+  app.add_option("--model", model, "cnn | mlp25m");
+  app.add_option("--steps", steps, "timed steps");
+  app.add_option("--warmup", warmup, "untimed steps first");
+  app.add_option("--batch", batch, "per-rank batch");
+  app.add_option("--config", config, "job config");
+  CLI11_PARSE(app, argc, argv);
+  strata::init(argc, argv);
+  Workload w = makeWorkload(model, batch);
+  strata::DistributedModel dmodel(w.net);
+  strata::DistributedOptimizer opt(torch::optim::SGD(dmodel.parameters(), 0.01), dmodel);
+  double compute = 0, other = 0, total = 0;
+  for (int step = 0; step < warmup + steps; ++step) {
+    if (step == warmup) {
+      strata::world().barrier();
+      dmodel.reset_stats();
+      compute = other = 0;
+    }
+    const auto start = Clock::now();
+    opt.zero_grad();
+    auto out = dmodel.forward(w.x);
+    auto loss = w.classification ? torch::nll_loss(out, w.y) : torch::mse_loss(out, w.y);
+    loss.backward();
+    const double backwardDone = secondsSince(start);
+    dmodel.finish_gradient_sync();
+    const auto optStart = Clock::now();
+    opt.step();
+    if (step >= warmup) {
+      compute += backwardDone;
+      other += secondsSince(optStart);
+      total += secondsSince(start);
+    }
+  }
+  strata::world().barrier();
+  const auto s = dmodel.stats();
+  // The slowest rank decides the step time.
+  double perRank[4] = {total, compute, s.exposedSeconds, s.allreduceSeconds};
+  strata::world().allreduce(perRank, perRank, 4, strata::DType::kFloat64, strata::ReduceOp::kMax);
+  const double stepMs = perRank[0] / steps * 1e3;
+  const double samplesPerS = static_cast<double>(batch) * strata::size() * steps / perRank[0];
+  if (strata::rank() == 0)
+    std::printf("scaling model=%s ranks=%d threads=%d samples_per_s=%.1f step_ms=%.2f compute_ms=%.2f "
+                "exposed_comm_ms=%.2f allreduce_ms=%.2f other_ms=%.2f\n",
+                model.c_str(), strata::size(), torch::get_num_threads(), samplesPerS, stepMs,
+                perRank[1] / steps * 1e3, perRank[2] / steps * 1e3, perRank[3] / steps * 1e3,
+                other / steps * 1e3);
+  strata::finalize();
+  return 0;
+}

@@ -1,0 +1,100 @@
+// Wire compatibility: /usr/bin/python3 with Debian's python3-protobuf decodes our files with
+// a .proto compiled for Python by protoc at test time, and checks the framing with its own
+// CRC32C. Skips (with the reason) when python3, protoc or the protobuf module is missing.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "debugger/hook.h"
+#include "debugger/naming.h"
+#include "debugger_testing.h"
+
+namespace strata::debugger {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::debuggerConfig;
+using testing::TempDir;
+
+constexpr char kPython[] = "/usr/bin/python3";
+
+// Runs a shell command, returning its exit status and stdout.
+int run(const std::string& command, std::string* out) {
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return -1;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) out->append(buf, n);
+  const int status = ::pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(WireCompat, PythonProtobufDecodesOurEvents) {
+  if (!fs::exists(kPython)) GTEST_SKIP() << kPython << " is not installed";
+  std::string ignored;
+  if (run(std::string(kPython) + " -c 'import google.protobuf' 2>/dev/null", &ignored) != 0)
+    GTEST_SKIP() << "python3-protobuf is not installed (apt-get install python3-protobuf)";
+  if (run("command -v protoc >/dev/null 2>&1", &ignored) != 0)
+    GTEST_SKIP() << "protoc is not installed (apt-get install protobuf-compiler)";
+  const fs::path here = fs::path(__FILE__).parent_path();
+  const fs::path script = here / "decode_events.py";
+  const fs::path protos = here / ".." / ".." / "src" / "debugger" / "proto";
+  ASSERT_TRUE(fs::exists(script)) << script;
+  ASSERT_TRUE(fs::exists(protos / "smdebug_event.proto")) << protos;
+
+  TempDir trial, work;
+  {
+    Hook hook(debuggerConfig(R"({"save_interval": 1, "collections": [
+        {"name": "weights"}, {"name": "losses"},
+        {"name": "gradients", "reductions": ["abs_mean"]}]})"),
+              testing::hookOptions(trial.path()));
+    for (int s = 0; s < 2; ++s) {
+      hook.beginStep(s == 0 ? Mode::kTrain : Mode::kEval);
+      const float w[6] = {1.5f, -2, 3, 4, 5, 6.25f + s};
+      hook.saveTensor("Net_fc1.weight", DType::kFloat32, {2, 3}, w);
+      const int64_t ids[2] = {-7, 1LL << 40};
+      hook.saveTensor("Net_emb.weight", DType::kInt64, {2}, ids);
+      const uint16_t half[2] = {0x3C00, 0xC000};  // 1.0, -2.0
+      hook.saveTensor("Net_h.weight", DType::kFloat16, {2}, half);
+      const float g[2] = {-1.0f, 3.0f};
+      hook.saveTensor(gradientTensorName("Net", "fc1.weight"), DType::kFloat32, {2}, g);
+      const double loss = 0.5 * (s + 1);
+      hook.saveTensor(lossTensorName("CrossEntropyLoss"), DType::kFloat64, {}, &loss);
+      hook.saveScalar("accuracy", 0.25 + s);
+    }
+    hook.close(true);
+  }
+  std::string out;
+  const int status = run(std::string(kPython) + " " + script.string() + " " + trial.path() + " " +
+                             protos.string() + " " + work.path(),
+                         &out);
+  if (status == 2) GTEST_SKIP() << "decode_events.py found its environment incomplete";
+  ASSERT_EQ(status, 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["collections_keys"], nlohmann::json::array({"_meta", "collections"}));
+  const auto& t = j["tensors"];
+  EXPECT_EQ(t["Net_fc1.weight"]["0"]["shape"], nlohmann::json::array({2, 3}));
+  EXPECT_EQ(t["Net_fc1.weight"]["0"]["values"],
+            nlohmann::json::array({1.5, -2.0, 3.0, 4.0, 5.0, 6.25}));
+  EXPECT_EQ(t["Net_fc1.weight"]["1"]["values"][5], 7.25);
+  EXPECT_EQ(t["Net_fc1.weight"]["1"]["mode"], "EVAL");
+  EXPECT_EQ(t["Net_fc1.weight"]["1"]["mode_step"], 0);
+  EXPECT_EQ(t["Net_emb.weight"]["0"]["dtype"], 9);  // DT_INT64
+  EXPECT_EQ(t["Net_emb.weight"]["0"]["values"], nlohmann::json::array({-7.0, 1099511627776.0}));
+  EXPECT_EQ(t["Net_h.weight"]["0"]["dtype"], 19);  // DT_HALF
+  EXPECT_EQ(t["Net_h.weight"]["0"]["values"], nlohmann::json::array({1.0, -2.0}));
+  EXPECT_EQ(t["CrossEntropyLoss_output_0"]["1"]["shape"], nlohmann::json::array());
+  EXPECT_EQ(t["CrossEntropyLoss_output_0"]["1"]["values"], nlohmann::json::array({1.0}));
+  EXPECT_EQ(t["smdebug/reductions/abs_mean/gradient/Net_fc1.weight"]["0"]["values"],
+            nlohmann::json::array({2.0}));
+  EXPECT_FALSE(t.contains("gradient/Net_fc1.weight"));  // reductions only; none in EVAL
+  EXPECT_EQ(t["scalar/accuracy"]["1"]["values"], nlohmann::json::array({1.25}));
+  const auto& tb = j["tensorboard"];
+  EXPECT_EQ(tb["accuracy"], nlohmann::json::parse("[[0, 0.25], [1, 1.25]]"));
+  EXPECT_EQ(tb["CrossEntropyLoss_output_0"], nlohmann::json::parse("[[0, 0.5], [1, 1.0]]"));
+}
+
+}  // namespace
+}  // namespace strata::debugger
