@@ -93,6 +93,7 @@ Session::~Session() { stop(); }
 int64_t Session::nowUs() const noexcept { return clock_->nowUs(); }
 
 void Session::setActive(bool active) noexcept {
+  if (stopped_.load(std::memory_order_relaxed)) active = false;
   timelineActive_.store(active, std::memory_order_relaxed);
   detail::setRangesOn(this, active);
 }

@@ -11,6 +11,8 @@
 #include "core/logging.h"
 #include "profiler/json_util.h"
 #include "profiler/layout.h"
+#include "profiler/system_monitor.h"
+#include "profiler/timeline_reader.h"
 
 namespace strata::profiler {
 namespace {
@@ -59,10 +61,38 @@ TimelineFileWriter::~TimelineFileWriter() {
   }
 }
 
+void TimelineFileWriter::recoverLeftover() {
+  checkedLeftover_ = true;
+  std::optional<std::string> text = readTextFile(tmpPath_);
+  if (!text) return;
+  const size_t lastWholeLine = text->rfind("},\n");
+  std::error_code ec;
+  if (lastWholeLine == std::string::npos) {
+    fs::remove(tmpPath_, ec);  // not one whole event
+    return;
+  }
+  text->resize(lastWholeLine + 1);
+  *text += "\n]\n";
+  int64_t maxEndUs = 0;
+  for (const TraceEvent& e : parseTraceText(*text, nodeId_, "PythontimelineMetrics").events)
+    maxEndUs = std::max(maxEndUs, e.endUs);
+  const fs::path target = freeTracePath(root_, maxEndUs, nodeId_);
+  fs::create_directories(target.parent_path(), ec);
+  std::FILE* out = std::fopen(target.c_str(), "w");
+  if (out == nullptr) throwIo("open", target.string());
+  const bool ok = std::fwrite(text->data(), 1, text->size(), out) == text->size();
+  if (std::fclose(out) != 0 || !ok) throwIo("write", target.string());
+  fs::remove(tmpPath_, ec);
+  closedFiles_.push_back(target.string());
+  STRATA_LOG(kInfo, kProf, "timeline: recovered ", tmpPath_, " left by an earlier run as ",
+             target.string());
+}
+
 void TimelineFileWriter::open(int64_t nowUs) {
   tmpPath_ = (fs::path(root_) / openTraceRelPath(nodeId_)).string();
   std::error_code ec;
   fs::create_directories(fs::path(tmpPath_).parent_path(), ec);
+  if (!checkedLeftover_) recoverLeftover();
   file_ = std::fopen(tmpPath_.c_str(), "w");
   if (file_ == nullptr) throwIo("open", tmpPath_);
   fileBytes_ = 0;

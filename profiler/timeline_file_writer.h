@@ -5,6 +5,10 @@
 // the largest event end in the file, so time-range selection by file name never misses
 // an event of the file.
 //
+// A .tmp file left by a crashed earlier run of the same node is not overwritten: before
+// the first file is opened, its array is closed after its last whole line and it is moved
+// into pevents/ like any other file.
+//
 // One caller thread at a time (the session's writer thread). Throws std::runtime_error
 // naming the path and the errno text on I/O failure; the caller warns once and goes on.
 #pragma once
@@ -49,6 +53,7 @@ class TimelineFileWriter {
 
  private:
   void open(int64_t nowUs);
+  void recoverLeftover();
   void appendText(const std::string& text);
 
   const std::string root_;
@@ -60,6 +65,7 @@ class TimelineFileWriter {
   size_t fileBytes_ = 0;
   int64_t openedAtUs_ = 0;
   int64_t maxEndUs_ = 0;
+  bool checkedLeftover_ = false;
   std::vector<std::string> closedFiles_;
 };
 

@@ -309,18 +309,22 @@ void Engine::runWindow(WindowGroup& g, int64_t k, WindowData& data, bool last, s
 
 void Engine::closeWindows(std::vector<Finding>& out, int64_t watermark, bool ended) {
   if (!originSet_) return;
+  // Compat: the reference stops once a window starts at or after the latest file stamp (the
+  // minute stamp of the newest system file: the last minute is never analysed).
+  std::optional<int64_t> latest = metrics_ ? metrics_->latestFileStampUs() : std::nullopt;
+  if (!latest && ended && maxTimeUs_ != INT64_MIN) latest = floorDiv(maxTimeUs_, 60000000) * 60000000;
   for (WindowGroup& g : groups_) {
     int64_t limit;  // windows below this index are complete
+    const int64_t compatLimit =
+        latest ? std::max<int64_t>(0, floorDiv(*latest - origin_ + g.scanUs - 1, g.scanUs)) : (ended ? 0 : INT64_MAX);
     if (!ended) {
       if (watermark == INT64_MIN) continue;
       // Default: all data before the window's end has arrived. Compat: its end is inclusive.
       const int64_t rel = watermark - origin_ - (options_.compat ? 1 : 0);
       limit = rel < 0 ? 0 : floorDiv(rel, g.scanUs);
+      if (options_.compat) limit = std::min(limit, compatLimit);
     } else if (options_.compat) {
-      // The reference stops once a window starts at or after the latest file stamp.
-      std::optional<int64_t> latest = metrics_ ? metrics_->latestFileStampUs() : std::nullopt;
-      if (!latest && maxTimeUs_ != INT64_MIN) latest = floorDiv(maxTimeUs_, 60000000) * 60000000;
-      limit = latest ? std::max<int64_t>(0, floorDiv(*latest - origin_ + g.scanUs - 1, g.scanUs)) : 0;
+      limit = compatLimit;
     } else {
       limit = g.open.empty() ? g.next : std::max(g.next, g.open.rbegin()->first + 1);
     }
@@ -360,7 +364,8 @@ void Engine::processMetrics(std::vector<Finding>& out, bool final) {
       closeWindows(out, metrics_->watermarkUs(), ended);
       break;
     }
-    if (!ended) closeWindows(out, metrics_->watermarkUs(), false);
+    // Close what the watermark allows while reading, so memory holds the open windows only.
+    closeWindows(out, metrics_->watermarkUs(), false);
   }
 }
 

@@ -37,6 +37,8 @@ struct RankStats {
   double stepUs = 0;
   double byClass[kNumEventClasses] = {0};  // EventClass -> µs
   double computeUs = 0;                   // top-level compute events
+  int64_t timelineSteps = 0;              // distinct steps those events belong to
+  int64_t lastTimelineStep = -1;
   // Heatmap: per column, sum and count of step durations.
   std::vector<double> colSum;
   std::vector<int64_t> colCount;
@@ -128,6 +130,12 @@ class LoadBalancing final : public MetricRuleBase {
     } else {
       r.byClass[static_cast<int>(c)] += dur;
       if (isTopLevelCompute(e, c)) r.computeUs += dur;
+      // The detailed timeline may cover fewer steps than the step timer: per-step compute and
+      // waiting divide by the steps the timeline covers.
+      if (e.step >= 0 && e.step != r.lastTimelineStep) {
+        ++r.timelineSteps;
+        r.lastTimelineStep = e.step;
+      }
     }
   }
 
@@ -154,10 +162,13 @@ class LoadBalancing final : public MetricRuleBase {
     std::vector<RankView> v;
     for (const auto& [rank, r] : ranks_) {
       if (r.steps < kMinRankSteps || r.stepUs <= 0) continue;
+      const double stepMean = r.stepUs / r.steps;
       const double blocked = r.byClass[static_cast<int>(EventClass::kWait)] +
                              r.byClass[static_cast<int>(EventClass::kData)];
-      const double compute = std::min(r.stepUs, r.computeUs > 0 ? r.computeUs : std::max(0.0, r.stepUs - blocked));
-      v.push_back({rank, r.stepUs / r.steps / 1e6, compute / r.steps / 1e6, 1 - compute / r.stepUs});
+      const double covered = r.timelineSteps > 0 ? static_cast<double>(r.timelineSteps) : static_cast<double>(r.steps);
+      const double computePerStep =
+          std::min(stepMean, r.computeUs > 0 ? r.computeUs / covered : std::max(0.0, stepMean - blocked / covered));
+      v.push_back({rank, stepMean / 1e6, computePerStep / 1e6, 1 - computePerStep / stepMean});
     }
     return v;
   }
@@ -214,7 +225,8 @@ class LoadBalancing final : public MetricRuleBase {
     if (compat_ || ranks_.empty()) return;
     nlohmann::json ranks = nlohmann::json::object();
     for (const auto& [rank, s] : ranks_) {
-      nlohmann::json j = {{"steps", s.steps}, {"step_s", s.stepUs / 1e6}, {"compute_s", s.computeUs / 1e6}};
+      nlohmann::json j = {{"steps", s.steps}, {"step_s", s.stepUs / 1e6}, {"compute_s", s.computeUs / 1e6},
+                          {"timeline_steps", s.timelineSteps > 0 ? s.timelineSteps : s.steps}};
       for (int c = 1; c < kNumEventClasses; ++c)
         j[std::string(eventClassName(static_cast<EventClass>(c))) + "_s"] = s.byClass[c] / 1e6;
       ranks[std::to_string(rank)] = j;

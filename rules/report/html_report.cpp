@@ -520,7 +520,7 @@ struct Report {
     if (!hist.empty()) {
       if (hist.size() > 10) hist.resize(10);
       add("<p class=\"muted\">Distribution of GPU utilisation per GPU (share of samples per 2% bin).</p>");
-      add(lineChart(hist, 0, "% of samples", 0));
+      add(lineChart(hist, 0, "% of samples", 0, std::nullopt, 940, 220, "GPU utilisation (%)"));
     }
     const json& ranks = at(d, "ranks");
     if (!ranks.empty()) {
@@ -529,12 +529,13 @@ struct Report {
       for (const auto& item : ranks.items()) {
         const json& r = item.value();
         const double steps = num(r, "steps", 0);
+        const double covered = num(r, "timeline_steps", steps);  // steps the detailed timeline covers
         const double stepS = num(r, "step_s", 0);
         const double wait = num(r, "wait_s", 0) + num(r, "data_s", 0);
         add("<tr><td>" + escape(item.key()) + "</td><td class=\"num\">" + fmt(steps, 7) + "</td><td class=\"num\">" +
             fmtDuration(steps > 0 ? stepS / steps : NAN) + "</td><td class=\"num\">" +
-            fmtDuration(steps > 0 ? num(r, "compute_s", 0) / steps : NAN) + "</td><td class=\"num\">" +
-            fmtDuration(steps > 0 ? wait / steps : NAN) + "</td></tr>");
+            fmtDuration(covered > 0 ? num(r, "compute_s", 0) / covered : NAN) + "</td><td class=\"num\">" +
+            fmtDuration(covered > 0 ? wait / covered : NAN) + "</td></tr>");
       }
       add("</table>");
     }

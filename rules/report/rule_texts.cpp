@@ -33,7 +33,7 @@ const RuleText& ruleText(const std::string& rule) {
        {"Time from the job start to the first training step.",
         "Speed up start-up: load checkpoints and data sets lazily, cache downloads, check for stuck rendezvous."}},
       {"StepOutlier",
-       {"Steps longer than the mean plus `stddev` standard deviations of their series.",
+       {"Steps longer than the mean plus stddev standard deviations of their series.",
         "Look at what the slow steps do (evaluation, checkpointing, garbage collection, data stalls); spread "
         "periodic work or make it asynchronous."}},
       {"Dataloader",

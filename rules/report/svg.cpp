@@ -99,7 +99,9 @@ std::string fmt(double v, int significant) {
     std::snprintf(buf, sizeof buf, "%.*gG", significant, v / 1e9);
   } else if (a >= 1e6) {
     std::snprintf(buf, sizeof buf, "%.*gM", significant, v / 1e6);
-  } else if (a >= 1e4) {
+  } else if (significant >= 6 && v == std::floor(v)) {
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  } else if (a >= 1e3) {
     std::snprintf(buf, sizeof buf, "%.*gk", significant, v / 1e3);
   } else if (a != 0 && a < 1e-3) {
     std::snprintf(buf, sizeof buf, "%.2e", v);
@@ -127,7 +129,8 @@ std::string fmtDuration(double s) {
 const char* color(size_t i) { return kPalette[i % (sizeof kPalette / sizeof kPalette[0])]; }
 
 std::string lineChart(const std::vector<Series>& series, double x0, const std::string& yLabel,
-                      std::optional<double> yMin, std::optional<double> yMax, int width, int height) {
+                      std::optional<double> yMin, std::optional<double> yMax, int width, int height,
+                      const std::string& xLabel) {
   double xmin = std::numeric_limits<double>::infinity(), xmax = -xmin, ymin = xmin, ymax = -xmin;
   for (const Series& s : series)
     for (size_t i = 0; i < s.x.size(); ++i) {
@@ -140,7 +143,8 @@ std::string lineChart(const std::vector<Series>& series, double x0, const std::s
   const bool withLegend = series.size() > 1;
   const int legendRows = withLegend ? 1 + static_cast<int>(series.size()) / 6 : 0;
   const int h = height + legendRows * 16 + (withLegend ? 8 : 0);
-  const auto [unit, unitName] = timeUnit(xmax - xmin);
+  auto [unit, unitName] = timeUnit(xmax - xmin);
+  if (!xLabel.empty()) unit = 1, unitName = xLabel;
   const Axis xa = niceAxis(std::max(0.0, xmin) / unit, xmax / unit, 6);
   const Axis ya = niceAxis(yMin.value_or(std::min(0.0, ymin)), yMax.value_or(ymax), 4);
   const double pw = width - kLeft - kRight, ph = height - kTop - kBottom;

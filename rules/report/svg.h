@@ -19,10 +19,11 @@ struct Series {
   std::string name;
   std::vector<double> x, y;
 };
-// x in seconds since `x0`; labelled in minutes or hours when long.
+// x in seconds since `x0`, labelled in minutes or hours when long; or, with `xLabel`, plain x
+// values under that label.
 std::string lineChart(const std::vector<Series>& series, double x0, const std::string& yLabel,
                       std::optional<double> yMin = std::nullopt, std::optional<double> yMax = std::nullopt,
-                      int width = 940, int height = 220);
+                      int width = 940, int height = 220, const std::string& xLabel = "");
 
 // Horizontal bars, value labels at their ends.
 std::string hbarChart(const std::vector<std::pair<std::string, double>>& bars, const std::string& unit,

@@ -18,6 +18,7 @@
 #include "core/logging.h"
 #include "core/rank_tag.h"
 #include "core/build_config.h"
+#include "profiler/session.h"
 #include "runtime/launch.h"
 #include "runtime/runtime_internal.h"
 
@@ -40,6 +41,8 @@ struct RuntimeState {
   int node = 0;
   int numNodes = 1;
   std::map<std::string, int> groupsCreated;  // rank list -> how many groups of it so far
+  std::vector<std::function<void()>> finalizers;
+  std::unique_ptr<profiler::Session> profiler;
 };
 
 std::mutex stateMutex;
@@ -177,6 +180,30 @@ void logEffectiveSettings(const RuntimeState& s) {
   STRATA_LOG(kInfo, kConfig, "job config (", s.config.source, "): ", config::toJson(s.config).dump());
 }
 
+// The per-rank profiler: system metrics on one rank per host, the timeline on every rank.
+void startProfiler(RuntimeState& s) {
+  profiler::SessionInfo info;
+  info.outputDir = s.config.outputDir;
+  info.rank = s.launch.rank;
+  info.worldSize = s.launch.size;
+  info.hostIndex = s.node;
+  info.hostname = s.host;
+  info.runSystemSampler = s.localRank == 0;
+  s.profiler = profiler::Session::start(s.config.profiler, std::move(info));
+}
+
+void stopProfiler(RuntimeState& s) {
+  if (!s.profiler) return;
+  s.profiler->stop();
+  try {
+    s.world->barrier();  // every rank's files are closed before the end marker
+    if (s.launch.rank == 0) profiler::markTrainingJobEnd(s.config.outputDir);
+  } catch (const std::exception& e) {
+    STRATA_LOG(kWarn, kProf, "profiler end marker not written: ", e.what());
+  }
+  s.profiler.reset();
+}
+
 void initWith(config::JobConfig cfg, const InitOptions& options) {
   std::lock_guard<std::mutex> lock(stateMutex);
   STRATA_CHECK(state == nullptr, "strata::init() called twice");
@@ -196,6 +223,7 @@ void initWith(config::JobConfig cfg, const InitOptions& options) {
   logDefaults.file = lc.file.value_or("");
   applyLogDefaults(logDefaults, s->launch.rank, s->host);
   logEffectiveSettings(*s);
+  startProfiler(*s);
   state = std::move(s);
 }
 
@@ -230,8 +258,22 @@ void init(const InitOptions& options) {
 }
 
 void finalize() {
+  std::vector<std::function<void()>> finalizers;
+  {
+    std::lock_guard<std::mutex> lock(stateMutex);
+    if (!state) return;
+    finalizers.swap(state->finalizers);
+  }
+  for (auto it = finalizers.rbegin(); it != finalizers.rend(); ++it) {
+    try {
+      (*it)();
+    } catch (const std::exception& e) {
+      STRATA_LOG(kWarn, kInit, "finalize: ", e.what());
+    }
+  }
   std::lock_guard<std::mutex> lock(stateMutex);
   if (!state) return;
+  stopProfiler(*state);
   const bool mpi = state->launch.kind == runtime::LaunchKind::kMpi;
   state.reset();
   if (mpi) bootstrap::mpiFinalize();
@@ -255,6 +297,7 @@ std::string outputDir() { return current().config.outputDir; }
 
 namespace runtime {
 const config::JobConfig& jobConfig() { return current().config; }
+void addFinalizer(std::function<void()> fn) { current().finalizers.push_back(std::move(fn)); }
 }  // namespace runtime
 
 std::shared_ptr<Group> newGroup(const std::vector<int>& ranks) {

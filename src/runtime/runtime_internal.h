@@ -1,11 +1,17 @@
 // Runtime state for the library's own adapters (not part of the public API).
 #pragma once
 
+#include <functional>
+
 #include "config/config.h"
 
 namespace strata::runtime {
 
 // The validated job config in force. Throws strata::Error before init().
 const config::JobConfig& jobConfig();
+
+// Runs `fn` at the start of strata::finalize(), while the world group still works (the
+// debugger hook flushes and writes its end marker there). Last added runs first.
+void addFinalizer(std::function<void()> fn);
 
 }  // namespace strata::runtime

@@ -10,6 +10,8 @@
 #include <thread>
 
 #include "collectives/bucket_assignment.h"
+#include "debugger/torch_hook.h"
+#include "profiler/session.h"
 #include "core/errors.h"
 #include "core/logging.h"
 #include "runtime/runtime_internal.h"
@@ -41,6 +43,32 @@ struct BucketState {
   torch::Tensor wire;             // low-precision copy when gradient_dtype is 16-bit
 };
 
+// The process's debugger hook, created by the first DistributedModel when the job config
+// has debugger collections; flushed, closed and end-marked at strata::finalize().
+debugger::TorchHook* debuggerHook() {
+  static std::unique_ptr<debugger::TorchHook> hook;
+  static bool decided = false;
+  if (decided) return hook.get();
+  decided = true;
+  const config::JobConfig& cfg = runtime::jobConfig();
+  if (!cfg.debugger.enabled()) return nullptr;
+  debugger::HookOptions options;
+  options.outputDir = cfg.outputDir;
+  options.rank = rank();
+  options.worldSize = size();
+  hook = std::make_unique<debugger::TorchHook>(cfg.debugger, options);
+  debugger::setActiveHook(hook.get());
+  runtime::addFinalizer([outputDir = cfg.outputDir] {
+    debugger::setActiveHook(nullptr);
+    hook->close(/*writeEndMarker=*/false);
+    world().barrier();  // every worker's files are published before the end marker
+    if (rank() == 0) debugger::writeEndMarker(outputDir);
+    hook.reset();
+    decided = false;
+  });
+  return hook.get();
+}
+
 c10::ScalarType wireType(const std::string& gradientDtype) {
   if (gradientDtype == "bfloat16") return c10::ScalarType::BFloat16;
   if (gradientDtype == "float16") return c10::ScalarType::Half;
@@ -71,6 +99,7 @@ struct DistributedModel::Impl {
   std::vector<int> readyOrder;  // observed in the first synchronised backward
   c10::ScalarType wire = c10::ScalarType::Undefined;
   DistributedModel::Stats stats;
+  int64_t stepCount = 0;
 
   void collectParameters();
   void broadcastState();
@@ -279,9 +308,17 @@ void DistributedModel::backward(const torch::Tensor& loss) {
 }
 
 StepOutput DistributedModel::step(const torch::Tensor& data, const torch::Tensor& target, const StepFn& fn) {
+  profiler::Session* prof = profiler::current();
+  const int64_t step = impl_->stepCount++;
+  if (prof) prof->stepBegin(step);
+  debugger::TorchHook* hook = debuggerHook();
+  if (hook && hook->beginStep(impl_->module->is_training() ? debugger::Mode::kTrain : debugger::Mode::kEval))
+    hook->saveParameters(*impl_->module);
   StepOutput out;
   out.outputs.push_back(fn(*this, data, target));
   finish_gradient_sync();
+  if (hook) hook->saveLoss(out.reduce_mean());
+  if (prof) prof->stepEnd(step);
   return out;
 }
 
@@ -326,6 +363,8 @@ void DistributedOptimizer::zero_grad() { model_.zero_grad(); }
 
 void DistributedOptimizer::step() {
   model_.finish_gradient_sync();
+  // Gradients as the optimizer sees them: after the AllReduce, before the update.
+  if (debugger::TorchHook* hook = debuggerHook()) hook->saveGradients(*model_.module());
   optimizer_->step();
 }
 

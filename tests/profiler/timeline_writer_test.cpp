@@ -141,6 +141,31 @@ TEST(TimelineFileWriter, SameLastEndDoesNotOverwrite) {
   EXPECT_TRUE(std::filesystem::exists(writer.closedFiles()[0]));
 }
 
+TEST(TimelineFileWriter, RecoversTheOpenFileOfACrashedRun) {
+  TempDir dir;
+  const auto tmp = dir.path() / openTraceRelPath("0-algo-1");
+  std::string leftover;
+  {
+    TimelineFileWriter crashed(dir.str(), "0-algo-1", TimelineFormatter(kT0Us, "r", kOsPid));
+    crashed.write(stepFiveEvents(), kT0Us);
+    leftover = readFile(tmp);
+  }  // (its destructor closes the file; put the crashed state back)
+  std::filesystem::remove_all(dir.path() / "framework/pevents");
+  testing::writeFile(tmp, leftover.substr(0, leftover.size() - 30));  // torn last line
+
+  TimelineFileWriter next(dir.str(), "0-algo-1", TimelineFormatter(kT0Us + 9000, "r", kOsPid));
+  next.write(stepSixEvents(), kT0Us + 9000);
+  next.closeFile();
+  ASSERT_EQ(next.closedFiles().size(), 2u);
+  const auto recovered = nlohmann::json::parse(readFile(next.closedFiles()[0]));  // valid JSON
+  EXPECT_EQ(testing::perfettoProblems(recovered), std::vector<std::string>{});
+  size_t events = 0;
+  for (const auto& e : recovered) events += e["ph"] == "X";
+  EXPECT_EQ(events, 6u);  // the 7th event was torn
+  // Named after its largest end among the 6 whole events (the AllReduce, at +7100 µs).
+  EXPECT_NE(next.closedFiles()[0].find("1700000000007100_0-algo-1"), std::string::npos);
+}
+
 TEST(StepTimeWriter, WritesTheGoldenFile) {
   TempDir dir;
   {

@@ -54,7 +54,7 @@ TEST(Report, EverySectionFromRuleOutputs) {
   for (const std::string needle :
        {"<!DOCTYPE html>", "id=\"job\"", "Job summary", "Initialisation", "Training loop", "Finalisation",
         "id=\"rules\"", "Rules summary", "id=\"system\"", "System usage per node", "GPU memory", "id=\"framework\"",
-        "Time per phase", "Step durations", "outlier threshold", "Layers taking the most time", "Time per rank",
+        "Time per phase", "Step durations", "outlier step(s)", "Layers taking the most time", "Time per rank",
         "Forward and backward passes", "id=\"heatmap\"", "Step time per rank", "id=\"analysis\"", "Rule analyses",
         "rule-ExplodingTensor", "rule-LowGPUUtilization", "Recommendation", "IssuesFound", "<svg"}) {
     EXPECT_NE(html.find(needle), std::string::npos) << needle;
