@@ -1,10 +1,14 @@
 #include "common.h"
 
 #include <mpi.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -124,6 +128,57 @@ double timedTrial(Impl& im, size_t count, int calls, bool rewarm) {
   return maxOverRanks((now() - t0) / calls);
 }
 
+// Cross-core handoff probe: median round trip of a cache-line ping-pong between ranks 0
+// and 1 through POSIX shared memory (spinning, yielding after a while). The host places
+// this VM's vCPUs in (at least) two ways; in the slow one every synchronising collective
+// is ~3x slower, so every table records the probe at its start and end.
+double pingPongProbeUs() {
+  constexpr int kRounds = 20000;
+  const int rank = mpiRank();
+  if (mpiSize() < 2) return 0;
+  char name[64] = {0};
+  if (rank == 0) std::snprintf(name, sizeof(name), "/strata_bench_probe.%d", static_cast<int>(getpid()));
+  MPI_Bcast(name, sizeof(name), MPI_CHAR, 0, MPI_COMM_WORLD);
+  std::atomic<uint64_t>* flag = nullptr;
+  if (rank < 2) {
+    const int fd = shm_open(name, O_CREAT | O_RDWR, 0600);
+    if (fd < 0 || ftruncate(fd, 4096) != 0) throw std::runtime_error("probe: shm_open/ftruncate failed");
+    void* m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) throw std::runtime_error("probe: mmap failed");
+    flag = static_cast<std::atomic<uint64_t>*>(m);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) shm_unlink(name);
+  double rtt = 0;
+  if (rank < 2) flag->store(0);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank < 2) {
+    std::vector<double> samples;
+    auto waitFor = [&](uint64_t v) {
+      for (int spins = 0; flag->load(std::memory_order_acquire) != v; ++spins)
+        if (spins > 4096) sched_yield();
+    };
+    for (int block = 0; block < 20; ++block) {
+      const double t0 = now();
+      for (int i = 0; i < kRounds / 20; ++i) {
+        const uint64_t base = (static_cast<uint64_t>(block) * (kRounds / 20) + i) * 2;
+        if (rank == 0) {
+          flag->store(base + 1, std::memory_order_release);
+          waitFor(base + 2);
+        } else {
+          waitFor(base + 1);
+          flag->store(base + 2, std::memory_order_release);
+        }
+      }
+      samples.push_back((now() - t0) / (kRounds / 20) * 1e6);
+    }
+    rtt = median(samples);
+    munmap(flag, 4096);
+  }
+  return maxOverRanks(rtt);
+}
+
 double rate(const Impl& im, const BenchSpec& spec, size_t bytes, double sec) {
   const double algbw = static_cast<double>(bytes) / sec / 1e9;
   return im.reference ? algbw : algbw * spec.busBwFactor;
@@ -134,7 +189,7 @@ class Report {
   Report(const Options& opts, const BenchSpec& spec, const std::vector<Impl>& impls)
       : opts_(opts), spec_(spec), impls_(impls), root_(mpiRank() == 0) {}
 
-  void header(int ranks) const {
+  void header(int ranks, double probeUs) const {
     if (!root_) return;
     std::printf("# strata %s_bench ranks=%d %s dtype=float32 iters=%s warmup=%s time=max-over-ranks "
                 "stat=median-of-%d-trials\n",
@@ -142,6 +197,7 @@ class Report {
                 opts_.iters > 0 ? std::to_string(opts_.iters).c_str() : "auto",
                 opts_.warmup >= 0 ? std::to_string(opts_.warmup).c_str() : "auto", opts_.repeats);
     for (const std::string& line : spec_.headerNotes) std::printf("# %s\n", line.c_str());
+    std::printf("# probe shm ping-pong round trip rank0<->1 us (start): %.2f\n", probeUs);
     std::string l1 = "#                                       ", l2 = "#       size        count    type  redop",
                 l3 = "#        (B)   (elements)               ";
     for (const Impl& im : impls_) {
@@ -185,8 +241,9 @@ class Report {
     std::fflush(stdout);
   }
 
-  void footer(int64_t wrongTotal, double foreignCores) const {
+  void footer(int64_t wrongTotal, double foreignCores, double probeUs) const {
     if (!root_) return;
+    std::printf("# probe shm ping-pong round trip rank0<->1 us (end): %.2f\n", probeUs);
     std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(wrongTotal),
                 wrongTotal == 0 ? "OK" : "FAILED");
     double sum = 0;
@@ -369,7 +426,7 @@ Options parseOptions(int argc, char** argv, const std::vector<std::string>& defa
 
 int64_t runBenchmark(const Options& opts, const BenchSpec& spec, std::vector<Impl>& impls) {
   Report report(opts, spec, impls);
-  report.header(mpiSize());
+  report.header(mpiSize(), pingPongProbeUs());
   MPI_Barrier(MPI_COMM_WORLD);
   const double wall0 = now(), busy0 = machineBusySec(), own0 = ownCpuSec();
   int64_t wrongTotal = 0;
@@ -383,7 +440,7 @@ int64_t runBenchmark(const Options& opts, const BenchSpec& spec, std::vector<Imp
   const double ours = sumOverRanks(ownCpuSec() - own0);
   const double wall = now() - wall0;
   const double foreign = std::max(0.0, (machineBusySec() - busy0 - ours) / wall);
-  report.footer(wrongTotal, foreign);
+  report.footer(wrongTotal, foreign, pingPongProbeUs());
   report.writeJson();
   return wrongTotal;
 }

@@ -22,6 +22,7 @@ source "$ROOT/bench/quiet.sh"
 declare -A CFG=(
   [default]="|"
   [bindnone]="--bind-to none|"
+  [chunk128K]="|STRATA_CHUNK_BYTES=131072"
   [chunk256K]="|STRATA_CHUNK_BYTES=262144"
   [chunk512K]="|STRATA_CHUNK_BYTES=524288"
   [slot256K]="|STRATA_SHM_SLOT_BYTES=262144"

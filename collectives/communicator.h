@@ -66,6 +66,8 @@ class Communicator {
   // The algorithm the last allReduce used (tests, benchmarks, logs).
   AllReduceAlgo lastAllReduceAlgo() const { return lastAlgo_; }
   uint64_t sequenceNumber() const { return seq_; }
+  // Whether a collective failed (the group is unusable).
+  bool failed() const { return failed_.load(); }
 
   void allReduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op);
   void broadcast(void* data, size_t count, DType dtype, int root);

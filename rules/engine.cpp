@@ -311,12 +311,14 @@ void Engine::closeWindows(std::vector<Finding>& out, int64_t watermark, bool end
   if (!originSet_) return;
   // Compat: the reference stops once a window starts at or after the latest file stamp (the
   // minute stamp of the newest system file: the last minute is never analysed).
-  std::optional<int64_t> latest = metrics_ ? metrics_->latestFileStampUs() : std::nullopt;
-  if (!latest && ended && maxTimeUs_ != INT64_MIN) latest = floorDiv(maxTimeUs_, 60000000) * 60000000;
+  int64_t latest = INT64_MIN;  // INT64_MIN: unknown
+  if (metrics_) latest = metrics_->latestFileStampUs().value_or(INT64_MIN);
+  if (latest == INT64_MIN && ended && maxTimeUs_ != INT64_MIN) latest = floorDiv(maxTimeUs_, 60000000) * 60000000;
   for (WindowGroup& g : groups_) {
     int64_t limit;  // windows below this index are complete
     const int64_t compatLimit =
-        latest ? std::max<int64_t>(0, floorDiv(*latest - origin_ + g.scanUs - 1, g.scanUs)) : (ended ? 0 : INT64_MAX);
+        latest != INT64_MIN ? std::max<int64_t>(0, floorDiv(latest - origin_ + g.scanUs - 1, g.scanUs))
+                            : (ended ? 0 : INT64_MAX);
     if (!ended) {
       if (watermark == INT64_MIN) continue;
       // Default: all data before the window's end has arrived. Compat: its end is inclusive.

@@ -3,10 +3,10 @@
 // generated lazily in time order (nothing but the engine's open windows in memory).
 //
 // This file lives in rules/ (bench/ has another owner) and the library globs rules/**/*.cpp, so
-// the program is compiled only with -DSTRATA_RULES_BENCH. Build and run by hand:
-//   c++ -O2 -std=c++17 -DSTRATA_RULES_BENCH -Iinclude -Isrc -I. -Ibuild/generated \
-//       rules/bench/rules_bench.cpp build/libstrata_rules.a build/libstrata_profiler.a \
-//       build/libstrata_debugger.a build/libstrata_core.a -lc10 -lprotobuf -lz -ldl -lpthread \
+// the program is compiled only with -DSTRATA_RULES_BENCH. Build and run by hand (one line):
+//   c++ -O2 -std=c++17 -DSTRATA_RULES_BENCH -Iinclude -Isrc -I. -Ibuild/generated
+//       rules/bench/rules_bench.cpp build/libstrata_rules.a build/libstrata_profiler.a
+//       build/libstrata_debugger.a build/libstrata_core.a -lc10 -lprotobuf -lz -ldl -lpthread
 //       -o /tmp/rules_bench && /tmp/rules_bench [hours] [ranks]
 // Prints "# rules 24h x 64 ranks seconds: N" and "# rules 24h x 64 ranks peak GiB: N".
 #ifdef STRATA_RULES_BENCH

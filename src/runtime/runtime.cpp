@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "bootstrap/mpi_bootstrap.h"
 #include "bootstrap/store.h"
@@ -192,15 +193,37 @@ void startProfiler(RuntimeState& s) {
   s.profiler = profiler::Session::start(s.config.profiler, std::move(info));
 }
 
+// How long rank 0 waits at finalize for the others before writing end markers anyway.
+constexpr std::chrono::milliseconds kFinalizeWait{30000};
+
+bool arriveAt(RuntimeState& s, const std::string& key) {
+  try {
+    // After a failure some rank (perhaps the store's host, rank 0) may be gone: neither
+    // wait for it nor talk to a store that may have died with it.
+    if (s.world->communicator().failed()) return false;
+    s.store->add("finalize/" + key, 1);
+    if (s.launch.rank != 0) return true;
+    const auto deadline = std::chrono::steady_clock::now() + std::min(kFinalizeWait, s.commOptions.timeout);
+    while (s.store->add("finalize/" + key, 0) < s.launch.size) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        STRATA_LOG(kWarn, kInit, "finalize: not every rank reached ", key, " in time; going on");
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+  } catch (const std::exception& e) {
+    STRATA_LOG(kWarn, kInit, "finalize: rendezvous ", key, " failed: ", e.what());
+    return false;
+  }
+}
+
 void stopProfiler(RuntimeState& s) {
   if (!s.profiler) return;
   s.profiler->stop();
-  try {
-    s.world->barrier();  // every rank's files are closed before the end marker
-    if (s.launch.rank == 0) profiler::markTrainingJobEnd(s.config.outputDir);
-  } catch (const std::exception& e) {
-    STRATA_LOG(kWarn, kProf, "profiler end marker not written: ", e.what());
-  }
+  // Every rank's files are closed before rank 0 writes the end marker.
+  arriveAt(s, "profiler");
+  if (s.launch.rank == 0) profiler::markTrainingJobEnd(s.config.outputDir);
   s.profiler.reset();
 }
 
@@ -298,6 +321,7 @@ std::string outputDir() { return current().config.outputDir; }
 namespace runtime {
 const config::JobConfig& jobConfig() { return current().config; }
 void addFinalizer(std::function<void()> fn) { current().finalizers.push_back(std::move(fn)); }
+bool arriveAtFinalize(const std::string& key) { return arriveAt(current(), key); }
 }  // namespace runtime
 
 std::shared_ptr<Group> newGroup(const std::vector<int>& ranks) {

@@ -14,4 +14,10 @@ const config::JobConfig& jobConfig();
 // debugger hook flushes and writes its end marker there). Last added runs first.
 void addFinalizer(std::function<void()> fn);
 
+// Finalize-time rendezvous through the store, not the world group (a collective there
+// would collide with a peer still inside one): every rank arrives at `key`; rank 0 then
+// waits until all have, or until a bounded timeout. Returns whether all arrived (rank 0)
+// or true (others). Never throws.
+bool arriveAtFinalize(const std::string& key);
+
 }  // namespace strata::runtime

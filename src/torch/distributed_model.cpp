@@ -61,7 +61,8 @@ debugger::TorchHook* debuggerHook() {
   runtime::addFinalizer([outputDir = cfg.outputDir] {
     debugger::setActiveHook(nullptr);
     hook->close(/*writeEndMarker=*/false);
-    world().barrier();  // every worker's files are published before the end marker
+    // Every worker's files are published before the end marker.
+    runtime::arriveAtFinalize("debugger");
     if (rank() == 0) debugger::writeEndMarker(outputDir);
     hook.reset();
     decided = false;

@@ -151,7 +151,9 @@ TEST(EngineStatus, LifecycleAndErrors) {
   }
   engine.finish();
   for (const auto& s : engine.summary()) {
-    if (s.name == "ExplodingTensor") EXPECT_EQ(s.status, RuleStatus::kIssuesFound);
+    if (s.name == "ExplodingTensor") {
+      EXPECT_EQ(s.status, RuleStatus::kIssuesFound);
+    }
     if (s.name == "VanishingGradient") {
       EXPECT_EQ(s.status, RuleStatus::kNoIssuesFound);
       EXPECT_FALSE(s.reason.empty());  // no gradients to look at: says so
