@@ -54,4 +54,12 @@ std::string configJson();
 // output_dir of the job config.
 std::string outputDir();
 
+// Whether training should stop at this step boundary: SIGTERM/SIGINT (a spot reclaim,
+// Ctrl-C), a rule's StopTraining action, or another rank's request. Collective over the
+// world (every rank calls it at the same step boundary) so all ranks agree; without init it
+// reports this process's own requests.
+bool should_stop();
+// Why (empty while nobody asked): "signal Terminated", "rule LossNotDecreasing: ...".
+std::string stop_reason();
+
 }  // namespace strata
