@@ -130,12 +130,25 @@ double timedTrial(Impl& im, size_t count, int calls, bool rewarm) {
 
 // Cross-core handoff probe: median round trip of a cache-line ping-pong between ranks 0
 // and 1 through POSIX shared memory (spinning, yielding after a while). The host places
-// this VM's vCPUs in (at least) two ways; in the slow one every synchronising collective
-// is ~3x slower, so every table records the probe at its start and end.
+// this VM's vCPUs in (at least) two ways ("near" ~0.07 us, "far" ~0.37 us; see
+// bench/summarize.py); in the far one every synchronising collective is ~3x slower, so
+// every table records the probe at its start and end. -1: ranks 0 and 1 are on two hosts.
+bool ranks01ShareHost() {
+  char mine[MPI_MAX_PROCESSOR_NAME] = {0}, root[MPI_MAX_PROCESSOR_NAME] = {0};
+  int len = 0;
+  MPI_Get_processor_name(mine, &len);
+  std::memcpy(root, mine, sizeof(root));
+  MPI_Bcast(root, sizeof(root), MPI_CHAR, 0, MPI_COMM_WORLD);
+  int same = std::strcmp(mine, root) == 0;
+  MPI_Bcast(&same, 1, MPI_INT, 1, MPI_COMM_WORLD);
+  return same != 0;
+}
+
 double pingPongProbeUs() {
   constexpr int kRounds = 20000;
   const int rank = mpiRank();
   if (mpiSize() < 2) return 0;
+  if (!ranks01ShareHost()) return -1;
   char name[64] = {0};
   if (rank == 0) std::snprintf(name, sizeof(name), "/strata_bench_probe.%d", static_cast<int>(getpid()));
   MPI_Bcast(name, sizeof(name), MPI_CHAR, 0, MPI_COMM_WORLD);
@@ -192,10 +205,11 @@ class Report {
   void header(int ranks, double probeUs) const {
     if (!root_) return;
     std::printf("# strata %s_bench ranks=%d %s dtype=float32 iters=%s warmup=%s time=max-over-ranks "
-                "stat=median-of-%d-trials\n",
+                "stat=median-of-%d-trials mpi_thread=%s\n",
                 spec_.op.c_str(), ranks, spec_.headerExtra.c_str(),
                 opts_.iters > 0 ? std::to_string(opts_.iters).c_str() : "auto",
-                opts_.warmup >= 0 ? std::to_string(opts_.warmup).c_str() : "auto", opts_.repeats);
+                opts_.warmup >= 0 ? std::to_string(opts_.warmup).c_str() : "auto", opts_.repeats,
+                opts_.mpiThread.c_str());
     for (const std::string& line : spec_.headerNotes) std::printf("# %s\n", line.c_str());
     std::printf("# probe shm ping-pong round trip rank0<->1 us (start): %.2f\n", probeUs);
     std::string l1 = "#                                       ", l2 = "#       size        count    type  redop",
@@ -363,7 +377,9 @@ size_t parseBytes(const std::string& text) {
   else if (unit[0] == 'M') mult = 1024.0 * 1024;
   else if (unit[0] == 'G') mult = 1024.0 * 1024 * 1024;
   else throw std::invalid_argument("bad size \"" + text + "\"");
-  return static_cast<size_t>(value * mult);
+  const double bytes = value * mult;
+  if (!(bytes >= 1 && bytes <= 1e15)) throw std::invalid_argument("size \"" + text + "\" out of range");
+  return static_cast<size_t>(bytes);
 }
 
 std::string sizeLabel(size_t bytes) {
@@ -375,6 +391,7 @@ std::string sizeLabel(size_t bytes) {
 
 std::vector<size_t> byteCounts(const Options& opts, size_t elemBytes) {
   std::vector<size_t> out;
+  if (opts.minBytes == 0) return out;
   for (double s = static_cast<double>(opts.minBytes); s <= static_cast<double>(opts.maxBytes) * 1.0000001;
        s *= opts.factor) {
     const size_t bytes = std::max(elemBytes, static_cast<size_t>(s) / elemBytes * elemBytes);
@@ -387,7 +404,7 @@ std::vector<size_t> byteCounts(const Options& opts, size_t elemBytes) {
 std::string usage() {
   return "usage: allreduce_bench [-b minbytes] [-e maxbytes] [-f factor] [-n iters] [-w warmup]\n"
          "                       [-c 0|1] [--impl strata,mpi,gloo,memcpy] [--repeats R]\n"
-         "                       [--budget-ms MS] [-J out.json]\n"
+         "                       [--budget-ms MS] [-J out.json] [--mpi-thread single]\n"
          "  sizes accept K/M/G suffixes; -n 0 / -w -1 (default) choose per size.\n";
 }
 
@@ -416,10 +433,15 @@ Options parseOptions(int argc, char** argv, const std::vector<std::string>& defa
     else if (a == "--repeats") o.repeats = std::max(1, std::stoi(v));
     else if (a == "--budget-ms") o.trialBudgetMs = std::stod(v);
     else if (a == "-J" || a == "--json") o.jsonPath = v;
+    else if (a == "--mpi-thread") o.mpiThread = v;
     else if (a == "--config") continue;  // strata::init reads it
     else throw std::invalid_argument("unknown flag " + a + "\n" + usage());
   }
-  if (o.minBytes > o.maxBytes || o.factor < 1) throw std::invalid_argument("need -b <= -e and -f >= 1\n" + usage());
+  if (o.minBytes > o.maxBytes || !(o.factor >= 1))
+    throw std::invalid_argument("need -b <= -e and -f >= 1\n" + usage());
+  if (o.mpiThread != "single" && o.mpiThread != "funneled" && o.mpiThread != "serialized" &&
+      o.mpiThread != "multiple")
+    throw std::invalid_argument("--mpi-thread must be single, funneled, serialized or multiple");
   if (o.impls.empty()) throw std::invalid_argument("--impl needs at least one implementation");
   return o;
 }

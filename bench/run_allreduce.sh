@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Runs the standard allreduce_bench set (builds nothing) and stores the outputs in
 # bench/results/:
-#   np2_run{1..R}.txt/.json  2 ranks, default transport, R quiet runs (RUNS, default 3; a run
-#                            during which other processes used >= MAX_FOREIGN cores, default
-#                            0.15, is kept as np2_rejected<k> and repeated)
+#   np2_run{1..R}.txt/.json  2 ranks, default transport, R runs (RUNS, default 3)
 #   np2_median.txt           per-column medians of those runs (ratios: median of per-run ratios)
 #   np4.txt                  4 ranks on this machine (oversubscribed when nproc < 4)
 #   np2_tcp.txt              2 ranks with STRATA_TRANSPORT=tcp (the inter-host path; gloo is TCP too)
 #   machine.txt              nproc, CPU, kernel, git SHA, load before every run
+# Every run first waits for a quiet machine (quiet.sh) and is repeated (at most 3 times) when
+# other processes used >= MAX_FOREIGN cores (default 0.15) during it; STRATA_* variables in
+# the environment apply to every run (e.g. STRATA_CHUNK_BYTES=524288 OUT=bench/results/c512).
 # Extra arguments go to every run, e.g.  bench/run_allreduce.sh -e 64M --repeats 7
 # Environment: BIN (default build/bench/allreduce_bench), RUNS, OUT (default bench/results),
 #              QUIET_WAIT_S (default 60: wait up to this long for < 0.15 foreign cores).
@@ -28,7 +29,10 @@ source "$ROOT/bench/quiet.sh"
   echo "nproc: $(nproc)"
   echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
   echo "kernel: $(uname -r)"
-  echo "git: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo uncommitted)"
+  echo "git: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo uncommitted)" \
+       "($(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | wc -l) modified tracked files)"
+  echo "binary: $BIN ($(date -r "$BIN" -Is))"
+  echo "strata env: $(env | grep '^STRATA_' | tr '\n' ' ')"
   echo "mpi: $(mpirun --version 2>/dev/null | head -1)"
   echo "args: $*"
 } >"$OUT/machine.txt"
@@ -45,61 +49,28 @@ run() {  # run NAME NP [mpirun args...] -- [bench args...]
 
 foreign_of() { sed -n 's/^# foreign cpu.*: \([0-9.]*\)$/\1/p' "$OUT/$1.txt"; }
 
-# The 2-rank run is repeated until RUNS runs saw < MAX_FOREIGN cores of other load
-# (runs with more are kept as np2_rejected*.txt), at most 2*RUNS+2 attempts.
+# run_quiet NAME NP ...: like run, repeated (at most 3 times) while other processes used
+# >= MAX_FOREIGN cores during the run; rejected outputs are kept as NAME.rejected<k>.*.
 MAX_FOREIGN="${MAX_FOREIGN:-0.15}"
-accepted=0 attempt=0
-while (( accepted < RUNS && attempt < 2 * RUNS + 2 )); do
-  attempt=$((attempt + 1))
-  run "np2_run$((accepted + 1))" 2 -- "$@"
-  f=$(foreign_of "np2_run$((accepted + 1))")
-  if awk -v f="${f:-9}" -v m="$MAX_FOREIGN" 'BEGIN{exit !(f < m)}'; then
-    accepted=$((accepted + 1))
-  else
-    echo "rejected: foreign cpu $f >= $MAX_FOREIGN" | tee -a "$OUT/machine.txt"
-    for ext in txt json; do mv "$OUT/np2_run$((accepted + 1)).$ext" "$OUT/np2_rejected$attempt.$ext"; done
-  fi
-done
-RUNS=$(( accepted > 0 ? accepted : RUNS ))
-(( accepted > 0 )) || { echo "no quiet 2-rank run" >&2; exit 1; }
-run np4 4 -- "$@"
-run np2_tcp 2 -x STRATA_TRANSPORT=tcp -- "$@"
+run_quiet() {
+  local name=$1 k f
+  for k in 1 2 3; do
+    run "$@"
+    f=$(foreign_of "$name")
+    if awk -v f="${f:-9}" -v m="$MAX_FOREIGN" 'BEGIN{exit !(f < m)}' || (( k == 3 )); then
+      (( k < 3 )) || echo "$name: kept although foreign cpu $f >= $MAX_FOREIGN" | tee -a "$OUT/machine.txt"
+      return 0
+    fi
+    echo "$name: rejected, foreign cpu $f >= $MAX_FOREIGN" | tee -a "$OUT/machine.txt"
+    for ext in txt json; do mv "$OUT/$name.$ext" "$OUT/$name.rejected$k.$ext"; done
+  done
+}
 
-# Medians of the 2-rank runs, printed in the benchmark's table shape.
-/usr/bin/env python3 - "$OUT" "$RUNS" <<'PY' | tee "$OUT/np2_median.txt"
-import json, re, statistics, sys
-out, runs = sys.argv[1], int(sys.argv[2])
-data = [json.load(open(f"{out}/np2_run{i}.json")) for i in range(1, runs + 1)]
-impls = list(dict.fromkeys(r["impl"] for r in data[0]))
-sizes = sorted({r["bytes"] for r in data[0]})
-refs = [i for i in impls if i == "memcpy"]
-coll = [i for i in impls if i not in refs]
-def cell(run, b, impl): return next(r for r in run if r["bytes"] == b and r["impl"] == impl)
-med = lambda xs: statistics.median(xs)
-label = lambda b: next((f"{b >> s}{u}" for s, u in ((30, "GiB"), (20, "MiB"), (10, "KiB")) if b >= 1 << s and b % (1 << s) == 0), f"{b}B")
-print(f"# median of {runs} runs ({out}/np2_run*.txt); each run: median of its trials, time=max-over-ranks")
-print("#" + " " * 39 + "".join(f"  {(' ' + i + ' ').center(24, '-')}" for i in coll))
-print("#       size        count    type  redop" + "       time   busbw #wrong" * len(coll) + "  strata-algo  " + "".join(f" {i:>8}" for i in refs))
-for b in sizes:
-    line = f"{b:12d} {b // 4:12d} {'float':>7} {'sum':>6}"
-    for i in coll:
-        c = [cell(r, b, i) for r in data]
-        line += f"  {med([x['time_us'] for x in c]):9.2f} {med([x['busbw_gbs'] for x in c]):7.2f} {max(x['wrong'] for x in c):6d}"
-    algos = [cell(r, b, coll[0])["note"] for r in data]
-    line += f"  {max(set(algos), key=algos.count) or '-':<13}"
-    for i in refs: line += f" {med([cell(r, b, i)['busbw_gbs'] for r in data]):8.2f}"
-    print(line)
-foreign = [re.search(r"foreign cpu.*: ([0-9.]+)", open(f"{out}/np2_run{i}.txt").read()) for i in range(1, runs + 1)]
-print("# foreign cpu cores per run: " + " ".join(m.group(1) if m else "?" for m in foreign))
-lines = []
-for b in (64 << 10, 1 << 20, 16 << 20, 64 << 20, 256 << 20):
-    if b not in sizes: continue
-    for i in impls[1:]:
-        ratios = [cell(r, b, impls[0])["busbw_gbs"] / cell(r, b, i)["busbw_gbs"] for r in data]
-        print(f"# per-run ratios {impls[0]}/{i} {label(b)}: {' '.join(f'{x:.2f}' for x in ratios)}")
-        lines.append(f"# ratio {impls[0]}/{i} {label(b)}: {med(ratios):.2f}")
-if 4096 in sizes:
-    for i in coll:
-        lines.append(f"# latency {i} 4KiB us: {med([cell(r, 4096, i)['time_us'] for r in data]):.2f}")
-print("\n".join(lines))
-PY
+for i in $(seq 1 "$RUNS"); do run_quiet "np2_run$i" 2 -- "$@"; done
+run_quiet np4 4 -- "$@"
+run_quiet np2_tcp 2 -x STRATA_TRANSPORT=tcp -- "$@"
+
+# Medians of the 2-rank runs (overall and per host mode), in the benchmark's table shape.
+names=()
+for i in $(seq 1 "$RUNS"); do names+=("$OUT/np2_run$i"); done
+/usr/bin/env python3 "$ROOT/bench/summarize.py" runs "${names[@]}" | tee "$OUT/np2_median.txt"

@@ -2,7 +2,7 @@
 # Tuning sweep for Strata's shared-memory allreduce (builds nothing): runs allreduce_bench
 # (strata + memcpy reference, 2 ranks) once per configuration, ROUNDS times with the
 # configurations interleaved, and prints Strata's median busbw per size and configuration
-# plus the best configuration per size. Outputs: $OUT/<config>_r<k>.json, $OUT/summary.txt.
+# plus the best configuration per size, separately for the two host modes (summarize.py). Outputs: $OUT/<config>_r<k>.json, $OUT/summary.txt.
 #   bench/sweep_allreduce.sh                  # the default configuration list below
 #   CONFIGS="default slot256K" ROUNDS=5 bench/sweep_allreduce.sh -e 64M
 # A configuration is a name from the table in this script; extra arguments go to every run.
@@ -33,6 +33,9 @@ declare -A CFG=(
   [oneshot_slot4M]="|STRATA_SHM_SLOT_BYTES=4194304 STRATA_ALLREDUCE_ALGO=shm_oneshot"
   [chunked]="|STRATA_ALLREDUCE_ALGO=shm_chunked"
   [bindnone_chunk256K]="--bind-to none|STRATA_CHUNK_BYTES=262144"
+  [tcp]="|STRATA_TRANSPORT=tcp"
+  [tcp_ring]="|STRATA_TRANSPORT=tcp STRATA_ALLREDUCE_ALGO=tcp_ring"
+  [tcp_direct]="|STRATA_TRANSPORT=tcp STRATA_ALLREDUCE_ALGO=tcp_direct"
 )
 CONFIGS="${CONFIGS:-default bindnone chunk256K chunk512K slot256K slot512K slot2M slot4M slot4M_chunk256K oneshot_slot4M chunked bindnone_chunk256K}"
 
@@ -50,35 +53,4 @@ for k in $(seq 1 "$ROUNDS"); do
   done
 done
 
-/usr/bin/env python3 - "$OUT" "$ROUNDS" $CONFIGS <<'PY' | tee "$OUT/summary.txt"
-import json, re, statistics, sys
-out, rounds, configs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-rows = {}
-for c in configs:
-    for k in range(1, rounds + 1):
-        txt = open(f"{out}/{c}_r{k}.txt").read()
-        m = re.search(r"foreign cpu.*: ([0-9.]+)", txt)
-        for r in json.load(open(f"{out}/{c}_r{k}.json")):
-            rows.setdefault((c, r["impl"], r["bytes"]), []).append((r["busbw_gbs"], r["time_us"], r["note"], float(m.group(1)) if m else -1))
-sizes = sorted({b for (_, _, b) in rows})
-print("# strata busbw GB/s, median of %d rounds (algorithm in brackets); last column: memcpy reference of the same runs" % rounds)
-print(f"{'config':<20}" + "".join(f"{b:>14}" for b in sizes))
-best = {}
-for c in configs:
-    line = f"{c:<20}"
-    for b in sizes:
-        v = rows.get((c, "strata", b))
-        if not v: line += f"{'-':>14}"; continue
-        bw = statistics.median(x[0] for x in v)
-        algo = max(set(x[2] for x in v), key=[x[2] for x in v].count).replace("shm_", "")
-        line += f"{bw:8.2f}[{algo[:4]}]"
-        if bw > best.get(b, (0, ""))[0]: best[b] = (bw, c)
-    fr = [x[3] for x in rows.get((c, "strata", sizes[0]), [])]
-    print(line + f"   foreign={' '.join(f'{f:.2f}' for f in fr)}")
-line = f"{'memcpy (all runs)':<20}"
-for b in sizes:
-    v = [x[0] for (c, i, bb), xs in rows.items() if i == "memcpy" and bb == b for x in xs]
-    line += f"{statistics.median(v):14.2f}" if v else f"{'-':>14}"
-print(line)
-print("# best per size: " + ", ".join(f"{b}: {best[b][1]} ({best[b][0]:.2f})" for b in sizes if b in best))
-PY
+/usr/bin/env python3 "$ROOT/bench/summarize.py" sweep "$OUT" "$ROUNDS" $CONFIGS | tee "$OUT/summary.txt"
