@@ -1,0 +1,19 @@
+// SIGTERM and SIGINT as stop requests: a spot reclaim or Ctrl-C lets the current step
+// finish, a checkpoint be written (strata::CheckpointManager), and the process exit with
+// strata::kExitStopped. A second signal of the same kind while the first is still being
+// handled ends the process the default way (a user who presses Ctrl-C twice means it).
+//
+// STRATA_HANDLE_SIGNALS=0 leaves both signals alone (the program's own handlers win).
+// Threading: install/uninstall from one thread (init/finalize); the handler itself is
+// async-signal-safe (runtime::requestStopFromSignal, sigaction, raise).
+#pragma once
+
+namespace strata::runtime {
+
+// Installs the handlers once (idempotent); remembers the previous ones.
+void installStopSignalHandlers();
+// Restores the previous handlers (idempotent).
+void uninstallStopSignalHandlers();
+bool stopSignalHandlersInstalled();
+
+}  // namespace strata::runtime
