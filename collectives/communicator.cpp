@@ -66,6 +66,10 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<bootstrap::St
     auto hostStore = bootstrap::makePrefixStore(c10::str("host", t.hostOf[rank]), store);
     c->shm_ = ShmDomain::create(*hostStore, t.localIndex, t.localRanks, so);
   }
+  if (c->opts_.chunkBytes == 0) {
+    const int cores = c->shm_ ? c->shm_->coresOfDomain() : 1;
+    c->opts_.chunkBytes = defaultChunkBytes(opts.shmSlotBytes, static_cast<int>(t.localRanks.size()), cores);
+  }
   const bool needTcp = t.worldSize > 1 && (opts.connectTcp || t.numHosts > 1 || opts.transport == "tcp");
   if (needTcp) {
     transport::TransportOptions to;
@@ -102,6 +106,7 @@ TopologySummary Communicator::summary() const {
   s.shmEnabled = shm_ != nullptr;
   s.tcpEnabled = !conns_.empty();
   s.shmSlotBytes = opts_.shmSlotBytes;
+  s.chunkBytes = opts_.chunkBytes;
   return s;
 }
 

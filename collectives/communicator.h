@@ -29,7 +29,7 @@ struct CommOptions {
   std::string transport = "auto";      // auto | shm | tcp (tcp: no shared memory at all)
   std::string allreduceAlgo = "auto";  // see cost_model.h
   size_t shmSlotBytes = 1 << 20;
-  size_t chunkBytes = 1 << 20;
+  size_t chunkBytes = 0;  // 0: defaultChunkBytes() for this host's ranks and cores
   std::string jobSecret;
   std::string advertiseHost;           // address peers use to reach this rank's TCP listener
   bool connectTcp = true;              // false: shared memory only (single host)

@@ -1,5 +1,6 @@
 #include "collectives/cost_model.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace strata::collectives {
@@ -15,7 +16,6 @@ struct Costs {
   size_t cacheResidentBytes = 4 << 20;
   double tcpLatencyUs = 20.0;
   double tcpBytesPerUs = 2e3;
-  size_t chunkBytes = 1 << 20;
 };
 constexpr Costs kCosts{};
 
@@ -31,7 +31,8 @@ double shmOneShotUs(const TopologySummary& t, size_t s) {
 
 double shmChunkedUs(const TopologySummary& t, size_t s) {
   const double n = t.maxLocalSize;
-  const double chunks = static_cast<double>((s + kCosts.chunkBytes - 1) / kCosts.chunkBytes);
+  const size_t chunk = std::max<size_t>(1, std::min(t.chunkBytes, t.shmSlotBytes));
+  const double chunks = static_cast<double>((s + chunk - 1) / chunk);
   // copy in S, reduce S/n (reading n*S/n), write 2*S/n, copy out S(n-1)/n.
   const double bytes = s + s + 2.0 * s / n + s * (n - 1) / n;
   return chunks * 2 * kCosts.shmSyncUs * n / 2 + bytes / memBytesPerUs(s);
@@ -56,6 +57,11 @@ double hierarchicalUs(const TopologySummary& t, size_t s) {
 }
 
 }  // namespace
+
+size_t defaultChunkBytes(size_t slotBytes, int localSize, int cores) {
+  const size_t preferred = localSize > cores ? (256 << 10) : (512 << 10);
+  return std::min(slotBytes, preferred);
+}
 
 const char* algoName(AllReduceAlgo algo) {
   switch (algo) {

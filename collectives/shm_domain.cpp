@@ -38,11 +38,15 @@ constexpr int kCheckEvery = 64;
 // Peer processes are probed with kill(pid, 0) at most this often.
 constexpr std::chrono::milliseconds kLivenessPeriod{20};
 
-int availableCores() {
+// The CPUs this process may run on (all online CPUs when the affinity is unknown).
+cpu_set_t ownCpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-  return static_cast<int>(std::thread::hardware_concurrency());
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+    const int n = std::min<int>(CPU_SETSIZE, static_cast<int>(std::thread::hardware_concurrency()));
+    for (int i = 0; i < n; ++i) CPU_SET(i, &set);
+  }
+  return set;
 }
 
 size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
@@ -62,6 +66,7 @@ struct alignas(kCacheLine) ShmDomain::RankCtl {
   alignas(kCacheLine) std::atomic<uint64_t> flag;   // epoch published by this rank
   alignas(kCacheLine) CollSignature sig[2];         // by seq parity (a peer may be one ahead)
   pid_t pid;
+  cpu_set_t cpus;  // this rank's affinity, so every rank can count the cores the domain has
   int32_t abortKind;
   char abortReason[200];
 };
@@ -71,10 +76,10 @@ ShmDomain::ShmDomain(int localRank, std::vector<int> globalRanks, const ShmDomai
       globalRanks_(std::move(globalRanks)),
       slotBytes_(roundUp(opts.slotBytes, kCacheLine)),
       timeout_(opts.timeout),
-      spinsBeforeYield_(opts.spinsBeforeYield) {
-  if (spinsBeforeYield_ < 0) {
-    spinsBeforeYield_ = localSize() > availableCores() ? kSpinsOversubscribed : kSpinsDedicatedCores;
-  }
+      spinsBeforeYield_(opts.spinsBeforeYield) {}
+
+int spinsForCores(int localSize, int coresOfDomain) {
+  return localSize > coresOfDomain ? kSpinsOversubscribed : kSpinsDedicatedCores;
 }
 
 std::unique_ptr<ShmDomain> ShmDomain::create(bootstrap::Store& store, int localRank,
@@ -92,12 +97,21 @@ std::unique_ptr<ShmDomain> ShmDomain::create(bootstrap::Store& store, int localR
   }
   RankCtl& me = d->ctl(localRank);
   me.pid = getpid();
+  me.cpus = ownCpus();
   // Pre-fault our own staging buffers now, so no collective ever takes a page fault.
   std::memset(d->slot(localRank, 0), 0, 2 * d->slotBytes_);
   bootstrap::storeBarrier(store, "shm/attached", d->localSize(), d->timeout_);
   if (localRank == 0) shm_unlink(d->name_.c_str());  // mapped by all: nothing to leak
+  // Cores of the whole domain: the union of every local rank's affinity. A launcher that
+  // binds each rank to one core (mpirun's default for small jobs) does not oversubscribe.
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  for (int i = 0; i < d->localSize(); ++i) CPU_OR(&all, &all, &d->ctl(i).cpus);
+  d->coresOfDomain_ = CPU_COUNT(&all);
+  if (d->spinsBeforeYield_ < 0) d->spinsBeforeYield_ = spinsForCores(d->localSize(), d->coresOfDomain_);
   STRATA_LOG(kInfo, kShm, "shm domain ", d->name_, " local_size=", d->localSize(),
-             " slot_bytes=", d->slotBytes_, " spins_before_yield=", d->spinsBeforeYield_);
+             " slot_bytes=", d->slotBytes_, " spins_before_yield=", d->spinsBeforeYield_,
+             " cores=", d->coresOfDomain_);
   return d;
 }
 

@@ -40,6 +40,11 @@ struct ShmDomainOptions {
   int spinsBeforeYield = -1;                     // -1: decide from cores vs local ranks
 };
 
+// Spins before a waiting rank yields its core: many when every local rank has a core of its
+// own (a flag handoff takes well under a microsecond), few when ranks outnumber the cores of
+// the domain (the union of the local ranks' affinities), since the peer may need our core.
+int spinsForCores(int localSize, int coresOfDomain);
+
 class ShmDomain {
  public:
   // Collective over the local ranks: `globalRanks[i]` is the group rank of local rank i.
@@ -55,6 +60,8 @@ class ShmDomain {
   int localRank() const { return localRank_; }
   int localSize() const { return static_cast<int>(globalRanks_.size()); }
   size_t slotBytes() const { return slotBytes_; }
+  // Cores the local ranks may run on together (the union of their affinities).
+  int coresOfDomain() const { return coresOfDomain_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   void setTimeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
@@ -93,6 +100,7 @@ class ShmDomain {
   size_t slotBytes_;
   std::chrono::milliseconds timeout_;
   int spinsBeforeYield_;
+  int coresOfDomain_ = 1;
   std::string name_;
   void* base_ = nullptr;
   size_t mappedBytes_ = 0;

@@ -23,8 +23,12 @@ std::pair<int, int> mpiInit() {
   int initialised = 0;
   MPI_Initialized(&initialised);
   if (!initialised) {
+    // FUNNELED: Strata calls MPI only from the thread that runs init/finalize (its own
+    // threads never do). Open MPI 4.1 makes every later MPI call of the application about
+    // 0.3 us slower at MULTIPLE (bench/RESULTS.md); an application that needs MULTIPLE
+    // initialises MPI itself before strata::init.
     int provided = 0;
-    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
     weInitialised = true;
   }
   int rank = 0, size = 1;

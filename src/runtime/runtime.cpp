@@ -20,8 +20,10 @@
 #include "core/rank_tag.h"
 #include "core/build_config.h"
 #include "profiler/session.h"
+#include "rules/online.h"
 #include "runtime/launch.h"
 #include "runtime/runtime_internal.h"
+#include "runtime/stop.h"
 
 namespace strata {
 namespace {
@@ -44,6 +46,7 @@ struct RuntimeState {
   std::map<std::string, int> groupsCreated;  // rank list -> how many groups of it so far
   std::vector<std::function<void()>> finalizers;
   std::unique_ptr<profiler::Session> profiler;
+  std::unique_ptr<rules::RuleRunner> rules;  // rank 0, when the config has rules
 };
 
 std::mutex stateMutex;
@@ -133,8 +136,8 @@ void applyEnvironmentOverrides(RuntimeState& s, const InitOptions& options) {
   if (!options.transport.empty()) o.transport = options.transport;
   o.allreduceAlgo = env::getString("STRATA_ALLREDUCE_ALGO", c.allreduceAlgo, collectives::algoNames());
   o.shmSlotBytes = static_cast<size_t>(env::getInt("STRATA_SHM_SLOT_BYTES", 1 << 20, 4096, kMaxSlotBytes));
-  o.chunkBytes = static_cast<size_t>(env::getInt("STRATA_CHUNK_BYTES", static_cast<int64_t>(o.shmSlotBytes), 64,
-                                                 kMaxSlotBytes));
+  // 0 (the default): the communicator picks collectives::defaultChunkBytes for its host.
+  o.chunkBytes = static_cast<size_t>(env::getInt("STRATA_CHUNK_BYTES", 0, 0, kMaxSlotBytes));
   o.jobSecret = env::getString("STRATA_JOB_SECRET", "");
 }
 
@@ -218,6 +221,30 @@ bool arriveAt(RuntimeState& s, const std::string& key) {
   }
 }
 
+// Rank 0: the config's rules on a thread over the files as they are written, and the stop
+// file of an out-of-process `strata rules --watch`, both read by strata::should_stop().
+// A rule that cannot be built is logged, not fatal: the other ranks are already training.
+void startRules(RuntimeState& s) {
+  if (s.launch.rank != 0) return;
+  runtime::watchStopFile(s.config.outputDir);
+  if (s.config.rules.empty()) return;
+  try {
+    rules::OnlineRulesOptions o;
+    o.runDir = s.config.outputDir;
+    o.interval = std::chrono::milliseconds(env::getInt("STRATA_RULES_INTERVAL_MS", o.interval.count(), 50, 3600000));
+    s.rules = rules::startOnlineRules(rules::specsFromConfig(s.config.rules), o);
+  } catch (const std::exception& e) {
+    STRATA_LOG(kError, kRules, "online rules not started: ", e.what());
+  }
+}
+
+// After every writer closed its files and the end markers exist: the last poll sees the
+// whole run and rule-output/ is final.
+void stopRules(RuntimeState& s) {
+  rules::stopOnlineRules(s.rules);
+  if (s.launch.rank == 0) runtime::watchStopFile("");
+}
+
 void stopProfiler(RuntimeState& s) {
   if (!s.profiler) return;
   s.profiler->stop();
@@ -247,6 +274,7 @@ void initWith(config::JobConfig cfg, const InitOptions& options) {
   applyLogDefaults(logDefaults, s->launch.rank, s->host);
   logEffectiveSettings(*s);
   startProfiler(*s);
+  startRules(*s);
   state = std::move(s);
 }
 
@@ -297,6 +325,7 @@ void finalize() {
   std::lock_guard<std::mutex> lock(stateMutex);
   if (!state) return;
   stopProfiler(*state);
+  stopRules(*state);
   const bool mpi = state->launch.kind == runtime::LaunchKind::kMpi;
   state.reset();
   if (mpi) bootstrap::mpiFinalize();

@@ -2,6 +2,7 @@
 
 #include "collectives/communicator.h"
 #include "collectives/cost_model.h"
+#include "collectives/shm_domain.h"
 
 namespace strata::collectives {
 namespace {
@@ -51,6 +52,27 @@ TEST(CostModel, ForcedAlgorithms) {
   for (const auto& name : algoNames()) {
     if (name != "auto") EXPECT_EQ(algoName(*parseAlgo(name)), name);
   }
+}
+
+TEST(CostModel, DefaultChunkFollowsCoresAndNeverExceedsTheSlot) {
+  EXPECT_EQ(defaultChunkBytes(1 << 20, 2, 2), size_t{512} << 10);
+  EXPECT_EQ(defaultChunkBytes(1 << 20, 4, 2), size_t{256} << 10);  // oversubscribed
+  EXPECT_EQ(defaultChunkBytes(64 << 10, 2, 2), size_t{64} << 10);  // capped by the slot
+  EXPECT_EQ(defaultChunkBytes(1 << 20, 1, 1), size_t{512} << 10);
+}
+
+TEST(CostModel, ChunkCountEntersTheChunkedEstimate) {
+  TopologySummary big = oneHost(2), small = oneHost(2);
+  big.chunkBytes = 1 << 20;
+  small.chunkBytes = 4 << 10;  // 4x the synchronisations per byte of a 16 KiB chunk
+  EXPECT_GT(estimateUs(AllReduceAlgo::kShmChunked, small, 64 << 20),
+            estimateUs(AllReduceAlgo::kShmChunked, big, 64 << 20));
+}
+
+TEST(ShmDomainSpins, YieldEarlyOnlyWhenRanksOutnumberTheDomainsCores) {
+  EXPECT_GT(spinsForCores(2, 2), spinsForCores(4, 2));
+  EXPECT_EQ(spinsForCores(2, 64), spinsForCores(2, 2));
+  EXPECT_EQ(spinsForCores(3, 2), spinsForCores(8, 2));
 }
 
 TEST(Topology, HostsNumberedByFirstAppearance) {
