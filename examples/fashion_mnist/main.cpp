@@ -145,6 +145,7 @@ int run(const Flags& flags) {
                 torch::get_num_threads());
   int64_t step = 0;
   double lastLoss = 0, accuracy = 0;
+  bool stopped = false;  // every rank agreed to stop (a rule's StopTraining, SIGTERM...)
   for (int epoch = 1; epoch <= flags.epochs; ++epoch) {
     const int64_t steps = flags.maxSteps >= 0 ? std::min(stepsPerEpoch, flags.maxSteps - step) : stepsPerEpoch;
     Progress progress(steps, epoch);
@@ -170,12 +171,19 @@ int run(const Flags& flags) {
         lossSum = 0;
         progress.update(done, done * flags.batchSize, lastLoss);
       }
+      // Collective: every rank gets the same answer at the same step.
+      if (strata::should_stop()) {
+        stopped = true;
+        break;
+      }
     }
     progress.finish();
     accuracy = testAccuracy(model, test);
     if (strata::rank() == 0) std::printf("epoch %d: loss %.4f test accuracy %.4f\n", epoch, lastLoss, accuracy);
-    if (flags.maxSteps >= 0 && step >= flags.maxSteps) break;
+    if (stopped || (flags.maxSteps >= 0 && step >= flags.maxSteps)) break;
   }
+  if (stopped) std::printf("rank %d stopped at step %lld: %s\n", strata::rank(), (long long)step,
+                           strata::stop_reason().c_str());
   const std::string hash = paramsSha256(*net);
   if (strata::rank() == 0)
     std::printf("final: step=%lld loss=%.6f accuracy=%.4f params_sha256=%s\n", (long long)step, lastLoss, accuracy,

@@ -1,9 +1,16 @@
 #include "runtime/stop.h"
 
+#include <sys/stat.h>
+
 #include <atomic>
+#include <cstdint>
+#include <chrono>
 #include <csignal>
 #include <cstring>
+#include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "core/errors.h"
 #include "core/logging.h"
@@ -21,7 +28,76 @@ std::string requestText;
 // The cause every rank agreed on at the last should_stop() that returned true.
 std::atomic<int> agreedCause{static_cast<int>(StopCause::kNone)};
 
+// The stop file rank 0 watches (set at init, cleared at finalize, read by should_stop).
+struct StopFileWatch {
+  std::string path;           // empty: not watching
+  int64_t sinceWallMs = 0;    // files older than this (minus the slack) are leftovers
+  int64_t intervalMs = 500;
+  int64_t lastCheckMs = INT64_MIN / 2;
+};
+std::mutex watchMutex;
+StopFileWatch watch;
+
+int64_t steadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t wallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Rank 0, at most every interval: a current stop file becomes a kRule request.
+void pollStopFile() {
+  std::string path;
+  int64_t since = 0;
+  {
+    std::lock_guard<std::mutex> lock(watchMutex);
+    if (watch.path.empty()) return;
+    const int64_t now = steadyMs();
+    if (!stopFileCheckDue(now, watch.lastCheckMs, watch.intervalMs)) return;
+    watch.lastCheckMs = now;
+    path = watch.path;
+    since = watch.sinceWallMs;
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return;
+  const int64_t mtimeMs = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
+  if (!stopFileIsCurrent(mtimeMs, since)) return;
+  std::ifstream in(path);
+  std::stringstream content;
+  content << in.rdbuf();
+  requestStop(StopCause::kRule, stopFileRequestText(content.str(), path));
+  // Found: no need to look again in this run.
+  std::lock_guard<std::mutex> lock(watchMutex);
+  watch.path.clear();
+}
+
 }  // namespace
+
+std::string stopFileRequestText(const std::string& content, const std::string& path) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(content);
+    if (j.is_object() && j.contains("rule") && j["rule"].is_string()) {
+      std::string text = "rule " + j["rule"].get<std::string>();
+      if (j.contains("reason") && j["reason"].is_string()) text += ": " + j["reason"].get<std::string>();
+      return text + " (stop file " + path + ")";
+    }
+  } catch (const std::exception&) {
+    // Not JSON (e.g. made with touch): still a request to stop.
+  }
+  return "stop file " + path;
+}
+
+void watchStopFile(const std::string& outputDir, int64_t intervalMs) {
+  std::lock_guard<std::mutex> lock(watchMutex);
+  watch = StopFileWatch{};
+  if (outputDir.empty()) return;
+  watch.path = rules::StopSignal::stopFilePath(outputDir);
+  watch.sinceWallMs = wallMs();
+  watch.intervalMs = intervalMs;
+}
 
 const char* stopCauseName(StopCause cause) {
   switch (cause) {
@@ -58,6 +134,10 @@ void resetStop() {
   signalCause = 0;
   requestCause = static_cast<int>(StopCause::kNone);
   agreedCause = static_cast<int>(StopCause::kNone);
+  {
+    std::lock_guard<std::mutex> wlock(watchMutex);
+    watch.lastCheckMs = INT64_MIN / 2;
+  }
   std::lock_guard<std::mutex> lock(textMutex);
   requestText.clear();
 }
@@ -67,16 +147,21 @@ void resetStop() {
 namespace strata {
 
 bool should_stop() {
-  using runtime::StopCause;
+  // Sticky: every rank set agreedCause at the same call, so every rank skips the allreduce
+  // from here on alike (a loop and the loop around it may both ask).
+  if (runtime::agreedCause.load() != 0) return true;
+  runtime::pollStopFile();
   int32_t cause = static_cast<int32_t>(runtime::localStopCause());
   if (isInitialized() && size() > 1) {
     // Every rank calls this at the same step boundary; the strongest cause wins everywhere.
+    // A rank that died or stopped calling makes this throw (collective timeout or abort),
+    // never hang.
     world().allreduce(&cause, &cause, 1, DType::kInt32, ReduceOp::kMax);
   }
   if (cause != 0) {
     int expected = 0;
     if (runtime::agreedCause.compare_exchange_strong(expected, cause)) {
-      STRATA_LOG(kInfo, kInit, "stopping at this step boundary: ", stop_reason());
+      STRATA_LOG(kWarn, kInit, "stopping at this step boundary: ", stop_reason());
     }
   }
   return cause != 0;

@@ -3,13 +3,18 @@
 // action, the stop file of an out-of-process `strata rules --watch`, or the program itself).
 //
 // Requests are local to a process; strata::should_stop() turns them into one answer shared
-// by every rank (an allreduce of the flags), so all ranks leave the loop at the same step.
+// by every rank (an allreduce of the causes), so all ranks leave the loop at the same step.
+// The answer is sticky: once every rank agreed to stop, later calls return true at once,
+// without communication (every rank has the same answer, so none waits for the others).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 namespace strata::runtime {
 
+// Stronger causes win when ranks disagree (the allreduce takes the maximum).
 enum class StopCause : int { kNone = 0, kUser = 1, kRule = 2, kSignal = 3 };
 
 const char* stopCauseName(StopCause cause);
@@ -23,7 +28,30 @@ void requestStop(StopCause cause, const std::string& why);
 StopCause localStopCause();
 // The signal that requested the stop (0: none).
 int stopSignalNumber();
-// Clears every request (tests; a new run in the same process).
+// Clears every request and the agreed answer (tests; a new run in the same process).
 void resetStop();
+
+// The stop file (rules::StopSignal::stopFilePath) of an out-of-process rule engine.
+// The runtime calls watchStopFile(output_dir) on rank 0 at init: from then on should_stop()
+// looks for the file at most every `interval` and turns it into a kRule request. Files older
+// than the call (minus kStopFileClockSlackMs, for a file server's clock) are leftovers of an
+// earlier run in the same folder and ignored. watchStopFile("") stops watching (finalize).
+void watchStopFile(const std::string& outputDir, int64_t intervalMs = 500);
+
+// How far a stop file's mtime may lag behind watchStopFile's call and still count.
+inline constexpr int64_t kStopFileClockSlackMs = 2000;
+
+// Pure: whether to look for the stop file now (monotonic ms).
+inline bool stopFileCheckDue(int64_t nowMs, int64_t lastCheckMs, int64_t intervalMs) {
+  return nowMs - lastCheckMs >= intervalMs;
+}
+// Pure: whether a stop file modified at `mtimeMs` belongs to the run watching since
+// `watchSinceMs` (both wall-clock ms since the epoch).
+inline bool stopFileIsCurrent(int64_t mtimeMs, int64_t watchSinceMs) {
+  return mtimeMs >= watchSinceMs - kStopFileClockSlackMs;
+}
+// Pure: the request text for a stop file's content ({"rule": ..., "reason": ...}); any other
+// content (a file made with `touch`) still asks to stop, for the reason "stop file".
+std::string stopFileRequestText(const std::string& content, const std::string& path);
 
 }  // namespace strata::runtime

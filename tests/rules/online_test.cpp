@@ -1,0 +1,113 @@
+// The online rule thread (what the runtime starts on rank 0): it follows a trial while the
+// debugger's writer adds steps, a StopTraining rule sets the process's stop signal, and
+// strata::should_stop() reports it. The waits are bounded; nothing asserts a duration.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "debugger/trial_writer.h"
+#include "rules/online.h"
+#include "runtime/stop.h"
+#include "strata/errors.h"
+#include "strata/runtime.h"
+
+namespace strata::rules {
+namespace {
+
+namespace fs = std::filesystem;
+
+debugger::TensorBytes bytesOf(std::vector<float> v) {
+  auto owner = std::make_shared<std::vector<float>>(std::move(v));
+  return debugger::TensorBytes{owner, owner->data(), owner->size() * sizeof(float)};
+}
+
+TEST(OnlineRules, StopTrainingFromTheThreadReachesShouldStop) {
+  StopSignal::global().reset();
+  runtime::resetStop();
+  const fs::path dir = fs::temp_directory_path() / ("strata_online_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+
+  OnlineRulesOptions o;
+  o.runDir = dir.string();
+  o.interval = std::chrono::milliseconds(50);
+  // Started before any file exists, as at init.
+  auto runner = startOnlineRules({RuleSpec{"LossNotDecreasing", {{"num_steps", 2}}, {"StopTraining"}},
+                                  RuleSpec{"ExplodingTensor"}},
+                                 o);
+  ASSERT_NE(runner, nullptr);
+
+  debugger::TrialWriterOptions wo;
+  wo.trialDir = dir.string();
+  wo.worker = "worker_0";
+  wo.tensorboard = false;
+  wo.durable = false;
+  debugger::TrialWriter w(wo);
+  w.writeCollections(R"({"collections": {"losses": {"name": "losses", "include_regex": ["loss"], "tensor_names": []}},
+                         "_meta": {"num_workers": 1}})");
+  debugger::TensorPlan plan;
+  plan.raw = true;
+  // The loss falls for 4 steps, then rises: the check at step 6 compares 1.2 with 0.6 at step 4.
+  const std::vector<float> losses = {1.0f, 0.9f, 0.8f, 0.7f, 0.6f, 0.9f, 1.2f, 1.5f};
+  int64_t stoppedAt = -1;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (int64_t step = 0; std::chrono::steady_clock::now() < deadline; ++step) {
+    if (runtime::localStopCause() != runtime::StopCause::kNone) {
+      stoppedAt = step;
+      break;
+    }
+    if (step < static_cast<int64_t>(losses.size())) {
+      w.beginStep(step, debugger::Mode::kTrain, step, true);
+      w.tensor("loss_output_0", debugger::DType::kFloat32, {1}, bytesOf({losses[step]}), plan);
+      w.endStep();
+      w.flush();
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  w.close();
+  ASSERT_EQ(w.firstError(), "");
+  ASSERT_GE(stoppedAt, 6) << "StopTraining before the loss rose, or never (60 s)";
+  EXPECT_TRUE(should_stop());
+  EXPECT_NE(stop_reason().find("rule LossNotDecreasing: "), std::string::npos) << stop_reason();
+  EXPECT_NE(stop_reason().find("at step 6"), std::string::npos) << stop_reason();
+
+  std::ofstream(dir / "training_job_end.ts").close();
+  stopOnlineRules(runner);
+  EXPECT_EQ(runner, nullptr);
+  std::ifstream in(dir / "rule-output" / "LossNotDecreasing.json");
+  ASSERT_TRUE(in) << "rule-output/LossNotDecreasing.json missing";
+  const nlohmann::json report = nlohmann::json::parse(in);
+  EXPECT_EQ(report["Status"], "IssuesFound");
+  EXPECT_GE(report["RuleTriggered"].get<int64_t>(), 1);
+  std::ifstream ex(dir / "rule-output" / "ExplodingTensor.json");
+  ASSERT_TRUE(ex);
+  EXPECT_EQ(nlohmann::json::parse(ex)["Status"], "NoIssuesFound");
+  EXPECT_FALSE(StopSignal::stopFileExists(dir.string()));  // in-process: the flag, not the file
+
+  StopSignal::global().reset();
+  runtime::resetStop();
+  fs::remove_all(dir);
+}
+
+TEST(OnlineRules, NoRulesNoThread) {
+  OnlineRulesOptions o;
+  o.runDir = "/nonexistent";
+  EXPECT_EQ(startOnlineRules({}, o), nullptr);
+  std::unique_ptr<RuleRunner> none;
+  stopOnlineRules(none);  // no-op
+}
+
+TEST(OnlineRules, BadRuleIsAConfigError) {
+  OnlineRulesOptions o;
+  o.runDir = fs::temp_directory_path().string();
+  EXPECT_THROW(startOnlineRules({RuleSpec{"NoSuchRule"}}, o), strata::ConfigError);
+  EXPECT_THROW(startOnlineRules({RuleSpec{"LossNotDecreasing", {{"num_stepz", 2}}}}, o), strata::ConfigError);
+}
+
+}  // namespace
+}  // namespace strata::rules
