@@ -6,16 +6,19 @@
 namespace strata::collectives {
 namespace {
 
-// One table of constants. Provenance: bench/RESULTS.md (2-vCPU EPYC VM, 2 ranks):
-// a cross-core flag handoff ~0.15 us; cache-resident copy ~50 GB/s and DRAM-bound
-// copy/reduce ~12 GB/s per rank; loopback TCP ~20 us per message and ~2 GB/s.
+// One table of constants. Provenance: bench/RESULTS.md (2-vCPU EPYC VM, 2 ranks, 512 KiB
+// chunks): a cross-core flag handoff ~0.15 us; the chunked algorithm moves ~3.5 S bytes per
+// rank, in 61 us at 1 MiB (~60 GB/s, caches) and 21.6 ms at 256 MiB (~40 GB/s, DRAM);
+// loopback TCP ~20 us per message and ~4 GB/s per direction; summing a received buffer
+// ~12 GB/s.
 struct Costs {
   double shmSyncUs = 0.15;
-  double shmCacheBytesPerUs = 50e3;   // per rank, while a chunk stays in L2/L3
-  double shmDramBytesPerUs = 12e3;    // per rank, streaming from DRAM
+  double shmCacheBytesPerUs = 60e3;   // per rank, while the buffers stay in L2/L3
+  double shmDramBytesPerUs = 40e3;    // per rank, streaming from DRAM
   size_t cacheResidentBytes = 4 << 20;
   double tcpLatencyUs = 20.0;
-  double tcpBytesPerUs = 2e3;
+  double tcpBytesPerUs = 4e3;         // loopback, one direction (full duplex)
+  double reduceBytesPerUs = 12e3;     // summing a received buffer into ours, DRAM-bound
 };
 constexpr Costs kCosts{};
 
@@ -40,12 +43,16 @@ double shmChunkedUs(const TopologySummary& t, size_t s) {
 
 double tcpDirectUs(const TopologySummary& t, size_t s) {
   const double n = t.worldSize;
-  return kCosts.tcpLatencyUs + (n - 1) * s / kCosts.tcpBytesPerUs;
+  // Sends to and receives from every peer at once, then reduces n-1 full buffers.
+  return kCosts.tcpLatencyUs + (n - 1) * s / kCosts.tcpBytesPerUs + (n - 1) * s / kCosts.reduceBytesPerUs;
 }
 
 double tcpRingUs(const TopologySummary& t, size_t s) {
   const double n = t.worldSize;
-  return 2 * (n - 1) * kCosts.tcpLatencyUs + 2 * (n - 1) / n * s / kCosts.tcpBytesPerUs;
+  // 2(n-1) latency-bound steps; each rank reduces only (n-1)/n of the buffer. With two
+  // ranks the ring overtakes direct exchange near 2 * latency * reduce rate (~0.5 MiB).
+  return 2 * (n - 1) * kCosts.tcpLatencyUs + 2 * (n - 1) / n * s / kCosts.tcpBytesPerUs +
+         (n - 1) / n * s / kCosts.reduceBytesPerUs;
 }
 
 double hierarchicalUs(const TopologySummary& t, size_t s) {
