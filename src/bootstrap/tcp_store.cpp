@@ -11,8 +11,7 @@
 // A get of a missing key parks the request in the server's waiter list; the server keeps
 // serving other clients and answers the waiter when the key is set or its wait expires.
 //
-// The socket code here duplicates a little of transport/tcp/socket.cpp on purpose:
-// strata_core (stores) sits below strata_transport in the link graph.
+// Deadline-bounded socket I/O comes from core/socket.h (shared with the TCP transport).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -35,9 +34,17 @@
 #include "bootstrap/store.h"
 #include "core/errors.h"
 #include "core/logging.h"
+#include "core/socket.h"
 
 namespace strata::bootstrap {
 namespace {
+
+using net::errnoText;
+using net::IoStatus;
+using net::pollUntil;
+using net::recvAll;
+using net::remainingMs;
+using net::sendAll;
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the store protocol is little-endian");
 
@@ -66,15 +73,6 @@ constexpr size_t kReadChunkBytes = 64 * 1024;
 // Caps a client's requested wait so the deadline arithmetic cannot overflow.
 constexpr milliseconds kMaxWait = std::chrono::hours(24 * 365);
 
-std::string errnoText(int err) {
-  return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")";
-}
-
-int remainingMs(Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
-  return static_cast<int>(std::clamp<int64_t>(left, 0, 1 << 30));
-}
-
 void putU32(Bytes& out, uint32_t v) {
   out.insert(out.end(), reinterpret_cast<uint8_t*>(&v), reinterpret_cast<uint8_t*>(&v) + 4);
 }
@@ -90,54 +88,6 @@ uint64_t loadU64(const uint8_t* p) {
   uint64_t v;
   std::memcpy(&v, p, 8);
   return v;
-}
-
-// Waits until fd is ready for `events` or the deadline passes. Returns false on timeout.
-bool pollUntil(int fd, short events, Clock::time_point deadline) {
-  for (;;) {
-    pollfd p{fd, events, 0};
-    const int rc = ::poll(&p, 1, remainingMs(deadline));
-    if (rc > 0) return true;
-    if (rc == 0) return false;
-    if (errno != EINTR) return true;  // let the following syscall report the error
-  }
-}
-
-enum class IoResult { kOk, kTimeout, kClosed, kError };
-
-IoResult sendAll(int fd, const uint8_t* data, size_t numBytes, Clock::time_point deadline,
-                 int* err) {
-  while (numBytes > 0) {
-    const ssize_t n = ::send(fd, data, numBytes, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n >= 0) {
-      data += n;
-      numBytes -= static_cast<size_t>(n);
-    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      if (!pollUntil(fd, POLLOUT, deadline)) return IoResult::kTimeout;
-    } else if (errno != EINTR) {
-      *err = errno;
-      return IoResult::kError;
-    }
-  }
-  return IoResult::kOk;
-}
-
-IoResult recvAll(int fd, uint8_t* data, size_t numBytes, Clock::time_point deadline, int* err) {
-  while (numBytes > 0) {
-    const ssize_t n = ::recv(fd, data, numBytes, MSG_DONTWAIT);
-    if (n > 0) {
-      data += n;
-      numBytes -= static_cast<size_t>(n);
-    } else if (n == 0) {
-      return IoResult::kClosed;
-    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      if (!pollUntil(fd, POLLIN, deadline)) return IoResult::kTimeout;
-    } else if (errno != EINTR) {
-      *err = errno;
-      return IoResult::kError;
-    }
-  }
-  return IoResult::kOk;
 }
 
 // One connection attempt to any address of host:port, bounded by the deadline.
@@ -576,18 +526,18 @@ class TcpStoreImpl final : public TcpStore {
     std::lock_guard<std::mutex> lock(mu_);
     ensureConnected();
     int err = 0;
-    IoResult io = sendAll(fd_, frame.data(), frame.size(), Clock::now() + timeout_, &err);
+    IoStatus io = sendAll(fd_, frame.data(), frame.size(), Clock::now() + timeout_, &err);
     uint8_t head[kReplyHeadBytes];
     const auto replyDeadline = Clock::now() + replyTimeout;
-    if (io == IoResult::kOk) io = recvAll(fd_, head, sizeof(head), replyDeadline, &err);
+    if (io == IoStatus::kOk) io = recvAll(fd_, head, sizeof(head), replyDeadline, &err);
     Bytes payload;
-    if (io == IoResult::kOk) {
+    if (io == IoStatus::kOk) {
       const uint64_t numBytes = loadU64(head + 1);
-      if (numBytes > kMaxBodyBytes) failIo(op, key, IoResult::kError, EPROTO);
+      if (numBytes > kMaxBodyBytes) failIo(op, key, IoStatus::kError, EPROTO);
       payload.resize(numBytes);
       io = recvAll(fd_, payload.data(), payload.size(), replyDeadline, &err);
     }
-    if (io != IoResult::kOk) failIo(op, key, io, err);
+    if (io != IoStatus::kOk) failIo(op, key, io, err);
     const auto status = static_cast<Status>(head[0]);
     if (status == Status::kBadRequest) {
       STRATA_THROW(StoreError, "TcpStore ", address(), " rejected ", op, "(\"", key,
@@ -598,11 +548,11 @@ class TcpStoreImpl final : public TcpStore {
   }
 
   // Drops the socket (the stream is out of step) and throws. Requires mu_.
-  [[noreturn]] void failIo(const char* op, const std::string& key, IoResult io, int err) {
+  [[noreturn]] void failIo(const char* op, const std::string& key, IoStatus io, int err) {
     ::close(fd_);
     fd_ = -1;
-    const std::string why = io == IoResult::kTimeout ? std::string("no reply in time")
-                            : io == IoResult::kClosed
+    const std::string why = io == IoStatus::kTimeout ? std::string("no reply in time")
+                            : io == IoStatus::kClosed
                                 ? std::string("the server closed the connection")
                                 : errnoText(err);
     STRATA_THROW(StoreError, "TcpStore ", address(), " ", op, "(\"", key, "\") failed: ", why);

@@ -1,4 +1,4 @@
-#include "transport/tcp/socket.h"
+#include "core/socket.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -17,7 +17,7 @@
 #include "core/errors.h"
 #include "core/logging.h"
 
-namespace strata::transport::tcp {
+namespace strata::net {
 namespace {
 
 // Bandwidth-delay product of a 10 Gbit/s link at ~3 ms RTT; the kernel caps the request
@@ -28,17 +28,6 @@ constexpr int kListenBacklog = 1024;
 // Retries of a refused connect back off from 10 ms to 500 ms.
 constexpr std::chrono::milliseconds kMinBackoff{10};
 constexpr std::chrono::milliseconds kMaxBackoff{500};
-
-// Waits for `events` on fd; false when the deadline passed first.
-bool pollUntil(int fd, short events, Clock::time_point deadline) {
-  for (;;) {
-    pollfd p{fd, events, 0};
-    const int rc = ::poll(&p, 1, remainingMs(deadline));
-    if (rc > 0) return true;
-    if (rc == 0) return false;
-    if (errno != EINTR) return true;  // the next syscall reports the error
-  }
-}
 
 // One attempt on every address of host:port. Returns a connected socket or sets *why.
 Fd connectOnce(const addrinfo* list, Clock::time_point deadline, std::string* why) {
@@ -62,6 +51,17 @@ Fd connectOnce(const addrinfo* list, Clock::time_point deadline, std::string* wh
 }
 
 }  // namespace
+
+bool pollUntil(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    const int rc = ::poll(&p, 1, remainingMs(deadline));
+    if (rc > 0) return true;
+    if (rc == 0) return false;
+    if (errno != EINTR) return true;  // the next syscall reports the error
+  }
+}
+
 
 Fd& Fd::operator=(Fd&& other) noexcept {
   if (this != &other) reset(other.release());
@@ -281,4 +281,4 @@ std::string hostnameAddress() {
   return ok ? std::string(text) : "127.0.0.1";
 }
 
-}  // namespace strata::transport::tcp
+}  // namespace strata::net

@@ -1,4 +1,4 @@
-// Socket helpers of the TCP transport: an owning fd, addresses, listen/connect/accept
+// Socket helpers of the TCP transport and the TCP store: an owning fd, addresses, listen/connect/accept
 // bounded by deadlines, and the blocking-with-deadline I/O the handshake uses.
 //
 // Thread-safety: free functions are thread-safe; an Fd is used by one thread at a time.
@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-namespace strata::transport::tcp {
+namespace strata::net {
 
 using Clock = std::chrono::steady_clock;
 
@@ -65,10 +65,14 @@ IoStatus sendAll(int fd, const void* data, size_t numBytes, Clock::time_point de
 IoStatus recvAll(int fd, void* data, size_t numBytes, Clock::time_point deadline, int* err);
 const char* ioStatusText(IoStatus status);
 
+// Waits for `events` on fd; false when the deadline passed first (errors: true, so the
+// next syscall reports them).
+bool pollUntil(int fd, short events, Clock::time_point deadline);
+
 // Milliseconds left before the deadline, clamped to [0, 2^30] for poll(2).
 int remainingMs(Clock::time_point deadline);
 
 // This machine's address for peers: the first IPv4 address of its hostname, or 127.0.0.1.
 std::string hostnameAddress();
 
-}  // namespace strata::transport::tcp
+}  // namespace strata::net
