@@ -47,6 +47,7 @@ struct StagePlan {
   double sendSeconds = 0;  // output activation over the link (0 for the last stage)
   double timeSeconds = 0;  // forward + backward (+ send when includeSendCost)
   size_t staticBytes = 0;  // parameters + gradients + optimizer state
+  size_t gradientBytes = 0;  // what a data-parallel reduction moves
   size_t stashBytes = 0;   // per microbatch in flight
   int inFlight = 1;
   size_t memoryBytes = 0;  // staticBytes + inFlight * stashBytes
