@@ -1,5 +1,6 @@
-// Data-parallel training of a libtorch module (the model-parallel mode arrives with the
-// pipeline issue and uses the same calls).
+// Data-parallel, pipeline-parallel (model-parallel) and hybrid training of a libtorch
+// module with the same calls. The job config's "modelparallel" section chooses the mode
+// (docs/pipeline.md has the pipeline in full).
 //
 //   strata::DistributedModel model(net);
 //   strata::DistributedOptimizer opt(torch::optim::SGD(model.parameters(), 0.1), model);
@@ -20,11 +21,29 @@
 // unused in a step contribute zeros; buffers (BatchNorm statistics) are broadcast from
 // rank 0 at every training forward, as PyTorch DDP does.
 //
+// Model parallelism (modelparallel.enabled, a torch::nn::Sequential): the model's children
+// are cut into contiguous stages, one (or virtual_stages) per pipeline rank; world = p x d
+// ranks (d data-parallel replicas of the pipeline with ddp). The cut is made on the first
+// step() from a profile of every layer on the first microbatch (or from manual_partition).
+// step() splits the batch into `microbatches` and runs this rank's program (simple or
+// interleaved schedule): non-last stages run forward and backward of their layers only; on
+// the last stage the step function runs once per microbatch, where m(x) is the last stage's
+// forward and m.backward(loss) registers the loss; the executor runs its backward when the
+// schedule says, scaled by 1/microbatches (gradients are the mean over microbatches, as one
+// process running (loss / m).backward() per microbatch). The step outputs are broadcast to
+// every rank of the pipeline. Dropout draws from a generator re-seeded per (step,
+// microbatch, layer), so results do not depend on the partition count (docs/pipeline.md).
+// Every rank of a pipeline must call step() with the same batch (shard data by dp_rank()).
+// Outside step(), m(x) runs the pipeline forward without autograd (evaluation) and returns
+// the last stage's output on every pipeline rank.
+//
 // Threading: one training thread drives a DistributedModel.
 #pragma once
 
 #include <torch/nn/module.h>
+#include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/pimpl.h>
+#include <torch/ordered_dict.h>
 #include <torch/optim/optimizer.h>
 
 #include <functional>
@@ -41,6 +60,8 @@ struct StepOutput {
   std::vector<torch::Tensor> outputs;
   // Mean over microbatches (detached).
   torch::Tensor reduce_mean() const;
+  // Sum over microbatches (detached).
+  torch::Tensor reduce_sum() const;
 };
 
 struct DistributedModelOptions {
@@ -50,6 +71,22 @@ struct DistributedModelOptions {
   std::string gradientDtype;       // "", "float32", "bfloat16", "float16" ("": job config)
   bool broadcastBuffers = true;
   bool checkModelsMatch = true;
+  // Model parallelism: a JSON object in the job config's "modelparallel" form, validated
+  // like the job config, used instead of the job config's section (tests, benchmarks).
+  std::string modelParallel;
+};
+
+// What the last pipelined step did on this rank, beside the planner's prediction.
+struct PipelineStats {
+  double stepSeconds = 0;          // the executor's run of this rank's program
+  double computeSeconds = 0;       // forward + backward
+  double recvWaitSeconds = 0;      // blocked in receives
+  int peakInFlight = 0;            // chunk-microbatches stashed at once
+  int64_t peakStashBytes = 0;      // boundary tensors of those (inputs and outputs)
+  double predictedStepSeconds = 0;  // the simulator, from the profile
+  double predictedBubble = 0;       // idle / (ranks x step), simulated
+  std::vector<int> stageFirstLayer;  // the cut: first layer of every global stage
+  std::string plan;                  // the planner's report (formatPlan)
 };
 
 class DistributedModel {
@@ -59,6 +96,8 @@ class DistributedModel {
   explicit DistributedModel(torch::nn::ModuleHolder<M> module, DistributedModelOptions options = {})
       : DistributedModel(module.ptr(), [m = module.ptr()](const torch::Tensor& x) { return m->forward(x); },
                          std::move(options)) {}
+  // A Sequential: also the model-parallel mode (its children are the layers cut into stages).
+  explicit DistributedModel(torch::nn::Sequential module, DistributedModelOptions options = {});
   DistributedModel(std::shared_ptr<torch::nn::Module> module, std::function<torch::Tensor(const torch::Tensor&)> forward,
                    DistributedModelOptions options = {});
   ~DistributedModel();
@@ -75,9 +114,25 @@ class DistributedModel {
   // Runs fn once per microbatch (one, in data-parallel mode) and returns its outputs.
   StepOutput step(const torch::Tensor& data, const torch::Tensor& target, const StepFn& fn);
 
+  // Every parameter of the model (model parallel: the optimizer steps only the ones with
+  // gradients, which are this rank's after the first step).
   std::vector<torch::Tensor> parameters() const;
+  // This rank's parameters: all of them, or (model parallel, after the first step) those of
+  // its stages.
+  std::vector<torch::Tensor> local_parameters() const;
+  // This rank's parameters and buffers by their path in the model ("3.weight").
+  torch::OrderedDict<std::string, torch::Tensor> local_state_dict() const;
   std::shared_ptr<torch::nn::Module> module() const;
+  // The data-parallel group (model parallel: the replicas of this rank's stage).
   Group& group() const;
+
+  bool model_parallel() const;
+  bool partitioned() const;  // model parallel: the first step cut the model
+  int pp_rank() const;
+  int pp_size() const;
+  int dp_rank() const;
+  int dp_size() const;
+  PipelineStats pipeline_stats() const;
 
   // While the guard lives, backward accumulates gradients locally without communicating
   // (gradient accumulation); the next synchronised backward reduces the accumulated sum.
@@ -113,9 +168,17 @@ class DistributedModel {
   size_t num_buckets() const;
   bool buckets_rebuilt() const;
 
+  // Training steps taken (step() calls): the profiler's step numbers. Checkpoints save it;
+  // set_steps_taken() resumes the count (before the next step()).
+  int64_t steps_taken() const;
+  void set_steps_taken(int64_t steps);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  void init(std::shared_ptr<torch::nn::Module> module, std::function<torch::Tensor(const torch::Tensor&)> forward,
+            DistributedModelOptions options, const torch::nn::Sequential* sequential);
+  StepOutput pipelineStep(const torch::Tensor& data, const torch::Tensor& target, const StepFn& fn);
 };
 
 // Wraps any torch::optim optimizer: step() first waits for the gradient AllReduces.
@@ -135,9 +198,12 @@ class DistributedOptimizer {
   DistributedModel& model_;
 };
 
-// Data-parallel helpers (SageMaker's names).
+// Rank layout helpers (SageMaker's names), from the job config: with model parallelism the
+// world is pp_size() x dp_size() ranks (modelparallel.placement_strategy).
 int dp_rank();
 int dp_size();
+int pp_rank();
+int pp_size();
 // Linear learning-rate scaling for a batch grown by the number of data-parallel ranks.
 double scale_lr(double baseLr);
 

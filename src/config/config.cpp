@@ -106,7 +106,9 @@ nlohmann::json toJson(const JobConfig& config) {
                           {"auto_partition", mp.autoPartition},
                           {"default_partition", mp.defaultPartition},
                           {"manual_partition", mp.manualPartition},
-                          {"memory_weight", mp.memoryWeight}};
+                          {"memory_weight", mp.memoryWeight},
+                          {"virtual_stages", mp.virtualStages},
+                          {"activation_checkpointing", mp.activationCheckpointing}};
   if (mp.activeMicrobatches) out["modelparallel"]["active_microbatches"] = *mp.activeMicrobatches;
   const DataParallelConfig& dp = config.dataParallel;
   out["dataparallel"] = {{"enabled", dp.enabled},

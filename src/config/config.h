@@ -41,6 +41,8 @@ struct ModelParallelConfig {
   std::map<std::string, int> manualPartition;  // child name -> partition (auto_partition false)
   double memoryWeight = 0.8;                   // auto partition: memory vs compute balance, [0, 1]
   std::optional<int> activeMicrobatches;       // in flight at once; unset: partitions + 2 (smp)
+  int virtualStages = 1;                 // model chunks per pipeline rank (Megatron-style)
+  bool activationCheckpointing = false;  // recompute each stage's forward in its backward
 };
 
 struct DataParallelConfig {

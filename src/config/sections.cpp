@@ -42,7 +42,8 @@ ModelParallelConfig parseModelParallel(const Validator& v, const Json& section,
   const ObjectReader r(v, section, path,
                        {"enabled", "partitions", "microbatches", "pipeline", "optimize", "ddp",
                         "placement_strategy", "auto_partition", "default_partition",
-                        "manual_partition", "memory_weight", "active_microbatches"});
+                        "manual_partition", "memory_weight", "active_microbatches",
+                        "virtual_stages", "activation_checkpointing"});
   r.read("enabled", mp.enabled);
   r.read("partitions", mp.partitions, 1, kMaxInt);
   r.read("microbatches", mp.microbatches, 1, kMaxInt);
@@ -56,6 +57,8 @@ ModelParallelConfig parseModelParallel(const Validator& v, const Json& section,
   if (r.has("active_microbatches"))
     mp.activeMicrobatches = static_cast<int>(
         v.expectInt(r.at("active_microbatches"), r.pathOf("active_microbatches"), 1, kMaxInt));
+  r.read("virtual_stages", mp.virtualStages, 1, kMaxInt);
+  r.read("activation_checkpointing", mp.activationCheckpointing);
   if (mp.partitions > 1 && !mp.enabled) {
     v.fail(r.pathOf("partitions"), "partitions " + std::to_string(mp.partitions) +
                                        " needs \"enabled\": true (model parallelism is off)");
@@ -67,6 +70,11 @@ ModelParallelConfig parseModelParallel(const Validator& v, const Json& section,
                std::to_string(mp.partitions - 1));
   }
   readManualPartition(r, mp);
+  if (!mp.manualPartition.empty() && mp.virtualStages > 1) {
+    v.fail(r.pathOf("manual_partition"),
+           "manual placement assigns layers to partitions, which is ambiguous with " +
+               std::to_string(mp.virtualStages) + " virtual stages; use auto partitioning");
+  }
   return mp;
 }
 

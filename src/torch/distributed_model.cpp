@@ -5,7 +5,10 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/types.h>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
+
+#include <mutex>
 
 #include <thread>
 
@@ -14,6 +17,7 @@
 #include "profiler/session.h"
 #include "core/errors.h"
 #include "core/logging.h"
+#include "pipeline/torch/engine.h"
 #include "runtime/runtime_internal.h"
 #include "strata/runtime.h"
 #include "strata/tensor_ops.h"
@@ -85,6 +89,13 @@ torch::Tensor StepOutput::reduce_mean() const {
   return torch::stack(detached).mean();
 }
 
+torch::Tensor StepOutput::reduce_sum() const {
+  STRATA_CHECK(!outputs.empty(), "reduce_sum of a step that returned no outputs");
+  std::vector<torch::Tensor> detached;
+  for (const auto& t : outputs) detached.push_back(t.detach().to(torch::kFloat64));
+  return torch::stack(detached).sum();
+}
+
 struct DistributedModel::Impl {
   std::shared_ptr<torch::nn::Module> module;
   std::function<torch::Tensor(const torch::Tensor&)> forwardFn;
@@ -102,7 +113,18 @@ struct DistributedModel::Impl {
   DistributedModel::Stats stats;
   int64_t stepCount = 0;
 
+  // Model parallelism (null in data-parallel mode): see pipelineStep.
+  std::unique_ptr<pipeline::Engine> engine;
+  uint64_t seedBase = 0;  // world rank 0's generator seed: per-layer dropout seeds
+  int stepChunk = -1;     // inside the step function on the last stage: its chunk ...
+  int stepMicrobatch = -1;  // ... and microbatch
+  torch::Tensor stepLoss;   // what the step function passed to backward()
+  pipeline::StepReport lastReport;
+
   void collectParameters();
+  void collectParameters(const std::vector<std::pair<std::string, torch::Tensor>>& named);
+  void onPlanned();
+  void reduceNow();
   void broadcastState();
   void buildBuckets(const std::vector<int>& order);
   void registerHooks();
@@ -113,17 +135,48 @@ struct DistributedModel::Impl {
 };
 
 void DistributedModel::Impl::collectParameters() {
-  for (const auto& p : module->named_parameters(/*recurse=*/true)) {
-    if (!p.value().requires_grad()) continue;  // frozen: nothing to synchronise
-    STRATA_CHECK(p.value().is_contiguous(), "DistributedModel: parameter ", p.key(), " is not contiguous");
-    STRATA_CHECK(p.value().device().is_cpu(), "DistributedModel: parameter ", p.key(), " is on ",
-                 p.value().device().str(), "; this build supports CPU tensors");
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (const auto& p : module->named_parameters(/*recurse=*/true)) named.emplace_back(p.key(), p.value());
+  collectParameters(named);
+  for (const auto& b : module->named_buffers(/*recurse=*/true)) buffers.push_back(b.value());
+}
+
+void DistributedModel::Impl::collectParameters(const std::vector<std::pair<std::string, torch::Tensor>>& named) {
+  for (const auto& [name, param] : named) {
+    if (!param.requires_grad()) continue;  // frozen: nothing to synchronise
+    STRATA_CHECK(param.is_contiguous(), "DistributedModel: parameter ", name, " is not contiguous");
+    STRATA_CHECK(param.device().is_cpu(), "DistributedModel: parameter ", name, " is on ", param.device().str(),
+                 "; this build supports CPU tensors");
     GradSlot slot;
-    slot.name = p.key();
-    slot.param = p.value();
+    slot.name = name;
+    slot.param = param;
     slots.push_back(std::move(slot));
   }
-  for (const auto& b : module->named_buffers(/*recurse=*/true)) buffers.push_back(b.value());
+}
+
+// Model parallel, after the first step's plan: this rank's stages are known. Their
+// gradients are reduced across the stage's data-parallel replicas with the same buckets
+// as data parallelism (hooks armed for the rank's last backward; the rest at
+// kReduceGradients).
+void DistributedModel::Impl::onPlanned() {
+  buffers.clear();
+  for (const auto& b : engine->localBuffers()) buffers.push_back(b.second);
+  if (!engine->dataParallelGroup()) return;
+  group = engine->dataParallelGroup();
+  collectParameters(engine->localParameters());
+  syncEnabled = false;
+  buildBuckets({});
+  registerHooks();
+}
+
+void DistributedModel::Impl::reduceNow() {
+  if (buckets.empty()) return;
+  if (!backwardActive) {  // no hook fired (the last backward's chunk has no parameters)
+    backwardActive = true;
+    for (auto& b : buckets) b.launched = false;
+    nextToLaunch = 0;
+  }
+  finish();
 }
 
 void DistributedModel::Impl::broadcastState() {
@@ -261,6 +314,27 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module,
                                    std::function<torch::Tensor(const torch::Tensor&)> forward,
                                    DistributedModelOptions options)
     : impl_(std::make_unique<Impl>()) {
+  init(std::move(module), std::move(forward), std::move(options), nullptr);
+}
+
+DistributedModel::DistributedModel(torch::nn::Sequential module, DistributedModelOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  init(module.ptr(), [m = module.ptr()](const torch::Tensor& x) { return m->forward(x); }, std::move(options),
+       &module);
+}
+
+namespace {
+config::ModelParallelConfig modelParallelConfig(const DistributedModelOptions& options) {
+  if (options.modelParallel.empty()) return runtime::jobConfig().modelParallel;
+  return config::parseJobConfig("{\"modelparallel\": " + options.modelParallel + "}",
+                                "DistributedModelOptions::modelParallel")
+      .modelParallel;
+}
+}  // namespace
+
+void DistributedModel::init(std::shared_ptr<torch::nn::Module> module,
+                            std::function<torch::Tensor(const torch::Tensor&)> forward, DistributedModelOptions options,
+                            const torch::nn::Sequential* sequential) {
   Impl& m = *impl_;
   m.module = std::move(module);
   m.forwardFn = std::move(forward);
@@ -273,11 +347,32 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module,
   // Intra-op threads: the host's cores shared among its ranks.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(std::max(1, cores / std::max(1, local_size())));
+  const config::ModelParallelConfig mp = modelParallelConfig(options);
+  if (mp.enabled) {
+    STRATA_CHECK_WITH(ConfigError, sequential != nullptr,
+                      "/modelparallel/enabled: model parallelism cuts a torch::nn::Sequential into stages; wrap "
+                      "the model's ordered children in one and pass it to DistributedModel");
+    // Checked before any collective, so a bad config fails on every rank alike.
+    m.engine = std::make_unique<pipeline::Engine>(pipeline::layersOf(*sequential), m.module, mp, rank(), size());
+    if (options.checkModelsMatch) detail::checkModelsMatch(world(), detail::describeModel(*m.module));
+    m.group = &world();
+    m.broadcastState();  // every replica and stage starts from world rank 0's weights
+    int64_t seed = static_cast<int64_t>(at::detail::getDefaultCPUGenerator().current_seed());
+    world().broadcast(&seed, 1, DType::kInt64, 0);
+    m.seedBase = static_cast<uint64_t>(seed);
+    m.group = m.engine->dataParallelGroup() ? m.engine->dataParallelGroup() : &world();
+    STRATA_LOG(kInfo, kPipe, "DistributedModel: model parallel, ", mp.partitions, " partition(s) x ",
+               m.engine->dpSize(), " replica(s), pp_rank ", m.engine->ppRank(), " dp_rank ", m.engine->dpRank(),
+               ", ", mp.pipeline, " schedule, ", mp.microbatches, " microbatch(es)");
+    return;
+  }
   if (options.checkModelsMatch) detail::checkModelsMatch(*m.group, detail::describeModel(*m.module));
   m.collectParameters();
   m.broadcastState();
   m.buildBuckets({});
   m.registerHooks();
+  // The debugger hook exists before the first step, so a checkpoint can restore its counters.
+  debuggerHook();
   STRATA_LOG(kInfo, kColl, "DistributedModel: ", m.slots.size(), " synchronised parameters in ", m.buckets.size(),
              " buckets (cap ", options.bucketCapMb, " MB, gradient dtype ",
              options.gradientDtype.empty() ? "float32" : options.gradientDtype, ")");
@@ -296,6 +391,10 @@ DistributedModel::~DistributedModel() {
 
 torch::Tensor DistributedModel::forward(const torch::Tensor& input) {
   Impl& m = *impl_;
+  if (m.engine) {  // model parallel: a stage inside step(), else the whole pipeline (evaluation)
+    if (m.stepChunk >= 0) return m.engine->forwardChunk(m.stepChunk, m.stepMicrobatch, input);
+    return m.engine->inference(input);
+  }
   if (m.options.broadcastBuffers && m.module->is_training() && !m.buffers.empty()) {
     torch::NoGradGuard noGrad;
     for (auto& b : m.buffers) broadcast(b, 0, m.group);
@@ -304,11 +403,17 @@ torch::Tensor DistributedModel::forward(const torch::Tensor& input) {
 }
 
 void DistributedModel::backward(const torch::Tensor& loss) {
+  if (impl_->engine) {
+    STRATA_CHECK(impl_->stepChunk >= 0, "model parallel: backward() is called inside the step function of step()");
+    impl_->stepLoss = loss;  // the executor runs it when the schedule says
+    return;
+  }
   loss.backward();
   finish_gradient_sync();
 }
 
 StepOutput DistributedModel::step(const torch::Tensor& data, const torch::Tensor& target, const StepFn& fn) {
+  if (impl_->engine) return pipelineStep(data, target, fn);
   profiler::Session* prof = profiler::current();
   const int64_t step = impl_->stepCount++;
   if (prof) prof->stepBegin(step);
@@ -323,10 +428,108 @@ StepOutput DistributedModel::step(const torch::Tensor& data, const torch::Tensor
   return out;
 }
 
+// Model parallel: one step of this rank's pipeline program. The executor calls back into
+// the step function on the last stage (m(x) = the stage's forward, m.backward(loss) records
+// the loss) and into the data-parallel buckets (armed for this rank's last backward, reduced
+// at kReduceGradients).
+StepOutput DistributedModel::pipelineStep(const torch::Tensor& data, const torch::Tensor& target, const StepFn& fn) {
+  Impl& m = *impl_;
+  const config::ModelParallelConfig& mp = m.engine->config();
+  STRATA_CHECK_WITH(ConfigError, data.dim() >= 1 && data.size(0) % mp.microbatches == 0 && data.size(0) > 0,
+                    "/modelparallel/microbatches: ", mp.microbatches, " microbatches do not divide the batch of ",
+                    data.dim() >= 1 ? data.size(0) : 0, " samples");
+  STRATA_CHECK_WITH(ConfigError, target.dim() >= 1 && target.size(0) == data.size(0), "step(): the target's batch (",
+                    target.dim() >= 1 ? target.size(0) : 0, ") differs from the data's (", data.size(0), ")");
+  if (!m.engine->planned()) {
+    m.engine->makePlan(data.narrow(0, 0, data.size(0) / mp.microbatches), world());
+    m.onPlanned();
+  }
+  profiler::Session* prof = profiler::current();
+  const int64_t step = m.stepCount++;
+  if (prof) prof->stepBegin(step);
+  debugger::TorchHook* hook = debuggerHook();
+  if (hook && hook->beginStep(m.module->is_training() ? debugger::Mode::kTrain : debugger::Mode::kEval))
+    hook->saveParameters(*m.module);
+
+  pipeline::StepInputs in;
+  in.data = data;
+  in.target = target;
+  in.microbatches = mp.microbatches;
+  in.step = step;
+  if (m.module->is_training()) in.seedBase = m.seedBase;
+  const int lastChunk = m.engine->localChunks() - 1;
+  in.lastStage = [&](int microbatch, const torch::Tensor& x, const torch::Tensor& y) {
+    m.stepChunk = lastChunk;
+    m.stepMicrobatch = microbatch;
+    m.stepLoss = torch::Tensor();
+    struct Reset {
+      Impl& m;
+      ~Reset() { m.stepChunk = m.stepMicrobatch = -1; }
+    } reset{m};
+    torch::Tensor result = fn(*this, x, y);
+    return std::make_pair(result, m.stepLoss);
+  };
+  if (!m.buckets.empty()) {
+    m.syncEnabled = false;
+    in.beforeBackward = [&](int chunk, int microbatch) {
+      if (std::make_pair(chunk, microbatch) == m.engine->lastBackward()) m.syncEnabled = true;
+    };
+    in.reduceGradients = [&] { m.reduceNow(); };
+  }
+  // Per-layer seeding moves the default generator; code outside step() must not see it.
+  auto generator = at::detail::getDefaultCPUGenerator();
+  torch::Tensor rngState;
+  {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    rngState = generator.get_state();
+  }
+  try {
+    m.lastReport = m.engine->step(std::move(in));
+  } catch (...) {
+    m.syncEnabled = false;
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(rngState);
+    throw;
+  }
+  m.syncEnabled = false;
+  {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(rngState);
+  }
+  StepOutput out;
+  out.outputs = m.engine->shareOutputs(m.lastReport.outputs);
+  if (hook) hook->saveLoss(out.reduce_mean());
+  if (prof) prof->stepEnd(step);
+  return out;
+}
+
+PipelineStats DistributedModel::pipeline_stats() const {
+  PipelineStats s;
+  if (!impl_->engine || !impl_->engine->planned()) return s;
+  const pipeline::StepReport& r = impl_->lastReport;
+  s.stepSeconds = r.totalSeconds;
+  s.computeSeconds = r.computeSeconds;
+  s.recvWaitSeconds = r.recvWaitSeconds;
+  s.peakInFlight = r.peakInFlight;
+  s.peakStashBytes = r.peakStashBytes;
+  const pipeline::PipelinePlan& plan = impl_->engine->plan();
+  s.predictedStepSeconds = plan.simulation.stepSeconds;
+  s.predictedBubble = plan.simulation.bubbleFraction;
+  for (const auto& stage : plan.partition.stages) s.stageFirstLayer.push_back(stage.firstLayer);
+  s.plan = pipeline::formatPlan(plan);
+  return s;
+}
+
 void DistributedModel::finish_gradient_sync() { impl_->finish(); }
 
 void DistributedModel::zero_grad() {
   finish_gradient_sync();
+  if (impl_->engine && impl_->buckets.empty()) {  // model parallel without replicas: plain gradients
+    torch::NoGradGuard noGrad;
+    for (auto& p : impl_->module->parameters(true))
+      if (p.grad().defined()) p.mutable_grad().zero_();
+    return;
+  }
   torch::NoGradGuard noGrad;
   for (auto& b : impl_->buckets) b.flat.zero_();
   for (auto& slot : impl_->slots) {
@@ -342,6 +545,32 @@ void DistributedModel::zero_grad() {
 }
 
 std::vector<torch::Tensor> DistributedModel::parameters() const { return impl_->module->parameters(true); }
+
+std::vector<torch::Tensor> DistributedModel::local_parameters() const {
+  if (!impl_->engine || !impl_->engine->planned()) return parameters();
+  std::vector<torch::Tensor> out;
+  for (auto& p : impl_->engine->localParameters()) out.push_back(p.second);
+  return out;
+}
+
+torch::OrderedDict<std::string, torch::Tensor> DistributedModel::local_state_dict() const {
+  torch::OrderedDict<std::string, torch::Tensor> out;
+  if (impl_->engine && impl_->engine->planned()) {
+    for (auto& p : impl_->engine->localParameters()) out.insert(p.first, p.second);
+    for (auto& b : impl_->engine->localBuffers()) out.insert(b.first, b.second);
+    return out;
+  }
+  for (const auto& p : impl_->module->named_parameters(true)) out.insert(p.key(), p.value());
+  for (const auto& b : impl_->module->named_buffers(true)) out.insert(b.key(), b.value());
+  return out;
+}
+
+bool DistributedModel::model_parallel() const { return impl_->engine != nullptr; }
+bool DistributedModel::partitioned() const { return impl_->engine && impl_->engine->planned(); }
+int DistributedModel::pp_rank() const { return impl_->engine ? impl_->engine->ppRank() : 0; }
+int DistributedModel::pp_size() const { return impl_->engine ? impl_->engine->ppSize() : 1; }
+int DistributedModel::dp_rank() const { return impl_->engine ? impl_->engine->dpRank() : impl_->group->rank(); }
+int DistributedModel::dp_size() const { return impl_->engine ? impl_->engine->dpSize() : impl_->group->size(); }
 std::shared_ptr<torch::nn::Module> DistributedModel::module() const { return impl_->module; }
 Group& DistributedModel::group() const { return *impl_->group; }
 void DistributedModel::train(bool on) { impl_->module->train(on); }
@@ -349,6 +578,8 @@ DistributedModel::Stats DistributedModel::stats() const { return impl_->stats; }
 void DistributedModel::reset_stats() { impl_->stats = Stats{}; }
 size_t DistributedModel::num_buckets() const { return impl_->buckets.size(); }
 bool DistributedModel::buckets_rebuilt() const { return impl_->rebuilt; }
+int64_t DistributedModel::steps_taken() const { return impl_->stepCount; }
+void DistributedModel::set_steps_taken(int64_t steps) { impl_->stepCount = steps; }
 
 DistributedModel::NoSync::NoSync(DistributedModel& model) : model_(model), previous_(model.impl_->syncEnabled) {
   model_.finish_gradient_sync();
@@ -369,8 +600,17 @@ void DistributedOptimizer::step() {
   optimizer_->step();
 }
 
-int dp_rank() { return world().rank(); }
-int dp_size() { return world().size(); }
+namespace {
+pipeline::Topology jobTopology() {
+  const config::ModelParallelConfig& mp = runtime::jobConfig().modelParallel;
+  return pipeline::makeTopology(size(), mp.enabled ? mp.partitions : 1, pipeline::parsePlacement(mp.placementStrategy));
+}
+}  // namespace
+
+int dp_rank() { return jobTopology().dpRankOf.at(static_cast<size_t>(rank())); }
+int dp_size() { return jobTopology().dataParallelSize; }
+int pp_rank() { return jobTopology().ppRankOf.at(static_cast<size_t>(rank())); }
+int pp_size() { return jobTopology().partitions; }
 double scale_lr(double baseLr) { return baseLr * dp_size(); }
 
 }  // namespace strata

@@ -1,0 +1,222 @@
+#include "pipeline/torch/engine.h"
+
+#include <torch/types.h>
+
+#include <set>
+
+#include "core/errors.h"
+#include "core/logging.h"
+#include "pipeline/partitioner.h"
+#include "pipeline/torch/profile.h"
+#include "strata/runtime.h"
+
+namespace strata::pipeline {
+namespace {
+
+// Tags of the inference forward: a microbatch number no training step uses.
+constexpr int kInferenceMicrobatch = 0xfffffe;
+
+}  // namespace
+
+Engine::Engine(std::vector<Layer> layers, std::shared_ptr<torch::nn::Module> model, config::ModelParallelConfig mp,
+               int worldRank, int worldSize)
+    : layers_(std::move(layers)), model_(std::move(model)), mp_(std::move(mp)) {
+  const int stages = mp_.partitions * mp_.virtualStages;
+  if (stages > static_cast<int>(layers_.size()))
+    STRATA_THROW(ConfigError, "/modelparallel/partitions: ", mp_.partitions, " partitions x ", mp_.virtualStages,
+                 " virtual stage(s) = ", stages, " stages, but the model has only ", layers_.size(),
+                 " layers (children of the Sequential); every stage needs at least one");
+  topology_ = makeTopology(worldSize, mp_.partitions, parsePlacement(mp_.placementStrategy));
+  if (topology_.dataParallelSize > 1 && !mp_.ddp)
+    STRATA_THROW(ConfigError, "/modelparallel/ddp: false, but the world of ", worldSize, " ranks holds ",
+                 topology_.dataParallelSize, " pipelines of ", mp_.partitions,
+                 " partitions; set \"ddp\": true or launch ", mp_.partitions, " ranks");
+  (void)manualStageOfLayer();  // unknown layer names fail here, on every rank, before any wait
+  ppRank_ = topology_.ppRankOf.at(static_cast<size_t>(worldRank));
+  dpRank_ = topology_.dpRankOf.at(static_cast<size_t>(worldRank));
+  // Every rank creates its pipeline group, then its data-parallel group: a pipeline's
+  // members never wait on a data-parallel group before their own pipeline group exists.
+  if (topology_.partitions > 1) ppGroup_ = newGroup(topology_.pipelineGroups.at(static_cast<size_t>(dpRank_)));
+  if (topology_.dataParallelSize > 1)
+    dpGroup_ = newGroup(topology_.dataParallelGroups.at(static_cast<size_t>(ppRank_)));
+}
+
+std::vector<int> Engine::manualStageOfLayer() const {
+  if (mp_.autoPartition) return {};
+  std::set<std::string> names;
+  for (const auto& l : layers_) names.insert(l.name);
+  for (const auto& [name, stage] : mp_.manualPartition)
+    if (!names.count(name))
+      STRATA_THROW(ConfigError, "/modelparallel/manual_partition/", name, ": the model has no child named \"", name,
+                   "\" (children: ", c10::Join(", ", std::vector<std::string>(names.begin(), names.end())), ")");
+  std::vector<int> stageOf;
+  for (const auto& l : layers_) {
+    auto it = mp_.manualPartition.find(l.name);
+    stageOf.push_back(it != mp_.manualPartition.end() ? it->second : mp_.defaultPartition);
+  }
+  return stageOf;
+}
+
+void Engine::makePlan(const torch::Tensor& sampleMicrobatch, Group& world) {
+  std::vector<LayerCost> costs = profileLayers(layers_, *model_, sampleMicrobatch, world.rank() == 0 ? 3 : 0);
+  // Timings differ between ranks: world rank 0's decide, so every rank cuts identically.
+  std::vector<double> times;
+  for (const auto& c : costs) {
+    times.push_back(c.forwardSeconds);
+    times.push_back(c.backwardSeconds);
+  }
+  world.broadcast(times.data(), times.size(), DType::kFloat64, 0);
+  for (size_t i = 0; i < costs.size(); ++i) {
+    costs[i].forwardSeconds = times[2 * i];
+    costs[i].backwardSeconds = times[2 * i + 1];
+  }
+  PlanRequest request;
+  request.schedule.kind = parseScheduleKind(mp_.pipeline);
+  request.schedule.partitions = mp_.partitions;
+  request.schedule.microbatches = mp_.microbatches;
+  request.schedule.virtualStages = mp_.virtualStages;
+  request.schedule.activeMicrobatches = mp_.activeMicrobatches.value_or(0);
+  request.schedule.dataParallelSize = topology_.dataParallelSize;
+  request.schedule.optimizerStep = false;  // the user's DistributedOptimizer::step()
+  request.objective = parseObjective(mp_.optimize);
+  request.manualStageOfLayer = manualStageOfLayer();
+  plan_ = planPipeline(costs, request);
+  if (!plan_.partition.ok)
+    STRATA_THROW(ConfigError, "/modelparallel: no partition of the ", layers_.size(), " layers into ",
+                 request.schedule.numStages(), " stages: ", plan_.partition.reason);
+  STRATA_CHECK(plan_.simulation.ok, "pipeline: the ", mp_.pipeline, " schedule failed its simulation: ",
+               c10::Join("; ", plan_.simulation.errors));
+  if (world.rank() == 0) STRATA_LOG(kInfo, kPipe, "pipeline plan:\n", formatPlan(plan_));
+
+  chunks_.clear();
+  for (int c = 0; c < mp_.virtualStages; ++c) {
+    const int stage = globalStage(ppRank_, c, mp_.partitions);
+    const StagePlan& sp = plan_.partition.stages.at(static_cast<size_t>(stage));
+    chunks_.push_back({stage, sp.firstLayer, sp.endLayer});
+  }
+  for (const Instruction& in : program().instructions)
+    if (in.op == Op::kBackward) lastBackward_ = {in.chunk, in.microbatch};
+  ExecutorSetup setup;
+  setup.layers = &layers_;
+  setup.chunks = chunks_;
+  setup.rank = ppRank_;
+  setup.partitions = mp_.partitions;
+  setup.numStages = request.schedule.numStages();
+  setup.pipelineGroup = ppGroup_.get();
+  setup.activationCheckpointing = mp_.activationCheckpointing;
+  executor_ = std::make_unique<Executor>(std::move(setup));
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> Engine::localParameters() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const ChunkRange& c : chunks_)
+    for (auto& p : namedParameters(layers_, c.begin, c.end)) out.push_back(std::move(p));
+  return out;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> Engine::localBuffers() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const ChunkRange& c : chunks_)
+    for (auto& b : namedBuffers(layers_, c.begin, c.end)) out.push_back(std::move(b));
+  return out;
+}
+
+const std::vector<TensorShape>& Engine::shapesFor(const torch::Tensor& input) {
+  const std::vector<int64_t> key = input.sizes().vec();
+  auto it = shapeCache_.find(key);
+  if (it == shapeCache_.end()) it = shapeCache_.emplace(key, probeShapes(layers_, *model_, input)).first;
+  return it->second;
+}
+
+StepReport Engine::step(StepInputs inputs) {
+  STRATA_CHECK(planned(), "pipeline: step before the plan was made");
+  const int64_t micro = inputs.data.size(0) / inputs.microbatches;
+  inputs.layerShapes = shapesFor(inputs.data.narrow(0, 0, micro));
+  return executor_->run(program(), inputs);
+}
+
+torch::Tensor Engine::forwardChunk(int chunk, int microbatch, const torch::Tensor& x) {
+  return executor_->forwardChunk(chunk, microbatch, x);
+}
+
+torch::Tensor Engine::inference(const torch::Tensor& input) {
+  STRATA_CHECK(planned(), "pipeline: forward outside step() before the first step (the model is not partitioned yet)");
+  torch::NoGradGuard noGrad;
+  const std::vector<TensorShape> shapes = shapesFor(input);
+  const int p = mp_.partitions, stages = p * mp_.virtualStages;
+  torch::Tensor x;
+  std::vector<std::pair<std::shared_ptr<Work>, torch::Tensor>> sends;
+  for (int s = 0; s < stages; ++s) {
+    const int owner = s % p;
+    if (owner != ppRank_) continue;
+    const ChunkRange& c = chunks_.at(static_cast<size_t>(s / p));
+    const int prev = (s - 1 + p) % p;
+    if (s == 0) {
+      x = input;
+    } else if (prev != ppRank_) {
+      x = shapes.at(static_cast<size_t>(c.begin - 1)).empty(input.size(0));
+      ppGroup_->recv(x.data_ptr(), x.nbytes(), prev, messageTag(false, kInferenceMicrobatch, s));
+    }  // else: x is the previous chunk's output on this rank
+    x = runLayers(layers_, c.begin, c.end, x, nullptr).contiguous();
+    const int next = (s + 1) % p;
+    if (s + 1 < stages && next != ppRank_)
+      sends.emplace_back(ppGroup_->isend(x.data_ptr(), x.nbytes(), next, messageTag(false, kInferenceMicrobatch, s + 1)),
+                         x);
+  }
+  for (auto& s : sends) s.first->wait();
+  if (p == 1) return x;
+  const int root = (stages - 1) % p;
+  if (ppRank_ != root) x = shapes.back().empty(input.size(0));
+  ppGroup_->broadcast(x.data_ptr(), x.nbytes(), DType::kUInt8, root);
+  return x;
+}
+
+std::vector<torch::Tensor> Engine::shareOutputs(std::vector<torch::Tensor> outputs) {
+  if (topology_.partitions == 1) return outputs;
+  const int root = lastStageRank();
+  // Header: per output its dtype, rank and sizes; then all payloads back to back.
+  std::vector<int64_t> header;
+  if (ppRank_ == root)
+    for (const auto& t : outputs) {
+      header.push_back(static_cast<int64_t>(t.scalar_type()));
+      header.push_back(t.dim());
+      for (int64_t d : t.sizes()) header.push_back(d);
+    }
+  int64_t length = static_cast<int64_t>(header.size());
+  ppGroup_->broadcast(&length, 1, DType::kInt64, root);
+  header.resize(static_cast<size_t>(length));
+  ppGroup_->broadcast(header.data(), header.size(), DType::kInt64, root);
+  if (ppRank_ != root) {
+    outputs.clear();
+    for (size_t i = 0; i < header.size();) {
+      const auto dtype = static_cast<c10::ScalarType>(header[i]);
+      const auto dims = static_cast<size_t>(header[i + 1]);
+      std::vector<int64_t> sizes(header.begin() + static_cast<std::ptrdiff_t>(i + 2),
+                                 header.begin() + static_cast<std::ptrdiff_t>(i + 2 + dims));
+      outputs.push_back(torch::empty(sizes, torch::TensorOptions().dtype(dtype)));
+      i += 2 + dims;
+    }
+  }
+  int64_t total = 0;
+  for (auto& t : outputs) {
+    t = t.contiguous();
+    total += static_cast<int64_t>(t.nbytes());
+  }
+  torch::Tensor payload = torch::empty({total}, torch::kUInt8);
+  int64_t offset = 0;
+  if (ppRank_ == root)
+    for (const auto& t : outputs) {
+      std::memcpy(static_cast<uint8_t*>(payload.data_ptr()) + offset, t.data_ptr(), t.nbytes());
+      offset += static_cast<int64_t>(t.nbytes());
+    }
+  ppGroup_->broadcast(payload.data_ptr(), static_cast<size_t>(total), DType::kUInt8, root);
+  offset = 0;
+  if (ppRank_ != root)
+    for (auto& t : outputs) {
+      std::memcpy(t.data_ptr(), static_cast<uint8_t*>(payload.data_ptr()) + offset, t.nbytes());
+      offset += static_cast<int64_t>(t.nbytes());
+    }
+  return outputs;
+}
+
+}  // namespace strata::pipeline

@@ -1,0 +1,224 @@
+#include "pipeline/torch/executor.h"
+
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/types.h>
+
+#include "core/errors.h"
+#include "core/logging.h"
+#include "pipeline/schedule.h"
+
+namespace strata::pipeline {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+int64_t bytesOf(const torch::Tensor& t) { return t.defined() ? static_cast<int64_t>(t.nbytes()) : 0; }
+
+}  // namespace
+
+Executor::Executor(ExecutorSetup setup) : setup_(std::move(setup)) {
+  STRATA_CHECK(setup_.layers != nullptr && !setup_.chunks.empty(), "pipeline executor: no layers or chunks");
+  STRATA_CHECK(setup_.pipelineGroup != nullptr || setup_.partitions == 1, "pipeline executor: no pipeline group");
+}
+
+StepReport Executor::run(const Program& program, const StepInputs& inputs) {
+  const auto start = Clock::now();
+  in_ = &inputs;
+  report_ = StepReport{};
+  report_.outputs.resize(static_cast<size_t>(inputs.microbatches));
+  stash_.clear();
+  local_.clear();
+  for (const Instruction& instruction : program.instructions) {
+    try {
+      execute(instruction);
+    } catch (...) {
+      STRATA_LOG(kError, kPipe, "pipeline: instruction ", formatInstruction(instruction, setup_.rank, setup_.partitions),
+                 " failed in step ", inputs.step, "; program: ", formatProgram(program, setup_.partitions));
+      // Sends still in flight reference our buffers: let them finish or fail by their timeout.
+      try {
+        finishSends();
+      } catch (...) {
+      }
+      in_ = nullptr;
+      throw;
+    }
+  }
+  finishSends();
+  STRATA_CHECK(stash_.empty(), "pipeline: the program left ", stash_.size(),
+               " microbatch stash(es) without a backward (an invalid program)");
+  in_ = nullptr;
+  report_.totalSeconds = secondsSince(start);
+  StepReport out = std::move(report_);
+  report_ = StepReport{};
+  return out;
+}
+
+void Executor::execute(const Instruction& in) {
+  switch (in.op) {
+    case Op::kLoadMicrobatch:
+      break;  // the data is sliced where it is used (forward: input; last stage: target)
+    case Op::kForward:
+      forward(in);
+      break;
+    case Op::kBackward:
+      backward(in);
+      break;
+    case Op::kSendActivation: {
+      Stash& st = stash_.at({in.chunk, in.microbatch});
+      send(in, st.output.detach());
+      break;
+    }
+    case Op::kRecvActivation: {
+      const int stage = setup_.chunks.at(static_cast<size_t>(in.chunk)).globalStage;
+      torch::Tensor x = recv(in, inputShape(stage));
+      if (x.is_floating_point()) x.requires_grad_(true);
+      stash_[{in.chunk, in.microbatch}].input = x;
+      break;
+    }
+    case Op::kSendGradient: {
+      auto it = stash_.find({in.chunk, in.microbatch});
+      STRATA_CHECK(it != stash_.end() && it->second.gradIn.defined(), "pipeline: sending the input gradient of chunk ",
+                   in.chunk, " microbatch ", in.microbatch, " before its backward");
+      send(in, it->second.gradIn);
+      stash_.erase(it);
+      break;
+    }
+    case Op::kRecvGradient: {
+      const ChunkRange& c = setup_.chunks.at(static_cast<size_t>(in.chunk));
+      stash_[{in.chunk, in.microbatch}].gradOut = recv(in, in_->layerShapes.at(static_cast<size_t>(c.end - 1)));
+      break;
+    }
+    case Op::kReduceGradients:
+      if (in_->reduceGradients) in_->reduceGradients();
+      break;
+    case Op::kOptimizerStep:
+      break;  // the user's DistributedOptimizer::step(), after DistributedModel::step() returns
+  }
+}
+
+torch::Tensor Executor::slice(const torch::Tensor& t, int microbatch) const {
+  const int64_t size = t.size(0) / in_->microbatches;
+  return t.narrow(0, size * microbatch, size);
+}
+
+bool Executor::isLastStage(int chunk) const {
+  return setup_.chunks.at(static_cast<size_t>(chunk)).globalStage == setup_.numStages - 1;
+}
+
+const TensorShape& Executor::inputShape(int globalStage) const {
+  // Stage s starts at some layer b > 0; its input is layer b-1's output.
+  for (const ChunkRange& c : setup_.chunks)
+    if (c.globalStage == globalStage) return in_->layerShapes.at(static_cast<size_t>(c.begin - 1));
+  STRATA_THROW(Error, "pipeline: global stage ", globalStage, " is not on this rank");
+}
+
+torch::Tensor Executor::forwardChunk(int chunk, int microbatch, const torch::Tensor& x) {
+  STRATA_CHECK(in_ != nullptr, "pipeline: forwardChunk outside a step");
+  const ChunkRange& c = setup_.chunks.at(static_cast<size_t>(chunk));
+  SeedContext seed;
+  if (in_->seedBase) seed = SeedContext{*in_->seedBase, in_->step, microbatch};
+  return runLayers(*setup_.layers, c.begin, c.end, x, in_->seedBase ? &seed : nullptr);
+}
+
+void Executor::forward(const Instruction& in) {
+  const auto start = Clock::now();
+  const ChunkRange& c = setup_.chunks.at(static_cast<size_t>(in.chunk));
+  Stash& st = stash_[{in.chunk, in.microbatch}];
+  if (c.globalStage == 0) st.input = slice(in_->data, in.microbatch);
+  STRATA_CHECK(st.input.defined(), "pipeline: forward of stage ", c.globalStage, " microbatch ", in.microbatch,
+               " before its activation was received");
+  if (isLastStage(in.chunk)) {
+    auto [result, loss] = in_->lastStage(in.microbatch, st.input, slice(in_->target, in.microbatch));
+    STRATA_CHECK(result.defined(), "the step function returned an undefined tensor for microbatch ", in.microbatch);
+    report_.outputs[static_cast<size_t>(in.microbatch)] = result.detach();
+    st.loss = loss;
+  } else if (setup_.activationCheckpointing) {
+    torch::NoGradGuard noGrad;
+    st.output = forwardChunk(in.chunk, in.microbatch, st.input);
+    st.checkpointed = true;
+  } else {
+    st.output = forwardChunk(in.chunk, in.microbatch, st.input);
+  }
+  report_.computeSeconds += secondsSince(start);
+  trackStash();
+}
+
+void Executor::backward(const Instruction& in) {
+  const auto start = Clock::now();
+  auto it = stash_.find({in.chunk, in.microbatch});
+  STRATA_CHECK(it != stash_.end(), "pipeline: backward of chunk ", in.chunk, " microbatch ", in.microbatch,
+               " without its forward");
+  Stash& st = it->second;
+  if (in_->beforeBackward) in_->beforeBackward(in.chunk, in.microbatch);
+  if (isLastStage(in.chunk)) {
+    STRATA_CHECK(st.loss.defined(), "the step function did not call model.backward(loss) for microbatch ",
+                 in.microbatch, " on the last pipeline stage");
+    // The one place the loss is scaled: gradients are the mean over microbatches, exactly
+    // as one process computing (loss / m).backward() per microbatch.
+    (st.loss / in_->microbatches).backward();
+  } else {
+    STRATA_CHECK(st.gradOut.defined(), "pipeline: backward of chunk ", in.chunk, " microbatch ", in.microbatch,
+                 " before its output gradient was received");
+    if (st.checkpointed) st.output = forwardChunk(in.chunk, in.microbatch, st.input);
+    if (st.output.requires_grad()) torch::autograd::backward({st.output}, {st.gradOut});
+  }
+  const bool first = setup_.chunks.at(static_cast<size_t>(in.chunk)).globalStage == 0;
+  if (!first) {
+    st.gradIn = st.input.grad().defined() ? st.input.grad() : torch::zeros_like(st.input);
+    st.input = st.output = st.loss = st.gradOut = torch::Tensor();
+  } else {
+    stash_.erase(it);
+  }
+  report_.computeSeconds += secondsSince(start);
+}
+
+void Executor::trackStash() {
+  int inFlight = 0;
+  int64_t bytes = 0;
+  for (const auto& [key, st] : stash_) {
+    if (!st.output.defined() && !st.loss.defined()) continue;
+    ++inFlight;
+    bytes += bytesOf(st.input) + (st.checkpointed ? 0 : bytesOf(st.output));
+  }
+  report_.peakInFlight = std::max(report_.peakInFlight, inFlight);
+  report_.peakStashBytes = std::max(report_.peakStashBytes, bytes);
+}
+
+void Executor::send(const Instruction& in, const torch::Tensor& tensor) {
+  const uint64_t tag = instructionTag(in, setup_.rank, setup_.partitions);
+  torch::Tensor buffer = tensor.contiguous();
+  if (in.peer == setup_.rank) {  // adjacent stages on this same rank: no wire
+    local_[tag] = buffer;
+    return;
+  }
+  auto work = setup_.pipelineGroup->isend(buffer.data_ptr(), buffer.nbytes(), in.peer, tag);
+  sends_.push_back({std::move(work), std::move(buffer)});
+}
+
+torch::Tensor Executor::recv(const Instruction& in, const TensorShape& shape) {
+  const uint64_t tag = instructionTag(in, setup_.rank, setup_.partitions);
+  const int64_t batch = in_->data.size(0) / in_->microbatches;
+  if (in.peer == setup_.rank) {
+    auto it = local_.find(tag);
+    STRATA_CHECK(it != local_.end(), "pipeline: receive from this same rank before the matching send (tag ", tag, ")");
+    torch::Tensor t = it->second.detach().clone();
+    local_.erase(it);
+    return t;
+  }
+  torch::Tensor t = shape.empty(batch);
+  const auto start = Clock::now();
+  setup_.pipelineGroup->irecv(t.data_ptr(), t.nbytes(), in.peer, tag)->wait();
+  report_.recvWaitSeconds += secondsSince(start);
+  return t;
+}
+
+void Executor::finishSends() {
+  for (auto& s : sends_) s.work->wait();
+  sends_.clear();
+}
+
+}  // namespace strata::pipeline

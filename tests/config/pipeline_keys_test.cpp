@@ -1,0 +1,49 @@
+// The Strata-only pipeline keys of "modelparallel": virtual_stages and
+// activation_checkpointing (defaults, values, errors, toJson round trip).
+#include <gtest/gtest.h>
+
+#include "config/config.h"
+#include "core/errors.h"
+
+namespace strata::config {
+namespace {
+
+TEST(PipelineKeysTest, Defaults) {
+  const JobConfig c = parseJobConfig("{}", "empty.json");
+  EXPECT_EQ(c.modelParallel.virtualStages, 1);
+  EXPECT_FALSE(c.modelParallel.activationCheckpointing);
+}
+
+TEST(PipelineKeysTest, ValuesAreReadAndRoundTrip) {
+  const JobConfig c = parseJobConfig(
+      R"({"modelparallel": {"enabled": true, "partitions": 2, "virtual_stages": 3,
+                            "activation_checkpointing": true}})",
+      "job.json");
+  EXPECT_EQ(c.modelParallel.virtualStages, 3);
+  EXPECT_TRUE(c.modelParallel.activationCheckpointing);
+  const JobConfig again = parseJobConfig(toJson(c).dump(), "again.json");
+  EXPECT_EQ(again.modelParallel.virtualStages, 3);
+  EXPECT_TRUE(again.modelParallel.activationCheckpointing);
+}
+
+void expectError(const std::string& json, const std::string& needle) {
+  try {
+    parseJobConfig(json, "job.json");
+    FAIL() << "no error for " << json;
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(PipelineKeysTest, Errors) {
+  expectError(R"({"modelparallel": {"enabled": true, "virtual_stages": 0}})", "/modelparallel/virtual_stages");
+  expectError(R"({"modelparallel": {"enabled": true, "virtual_stages": "2"}})", "/modelparallel/virtual_stages");
+  expectError(R"({"modelparallel": {"enabled": true, "activation_checkpointing": 1}})",
+              "/modelparallel/activation_checkpointing");
+  expectError(R"({"modelparallel": {"enabled": true, "partitions": 2, "virtual_stages": 2,
+                  "auto_partition": false, "manual_partition": {"0": 0, "1": 1}}})",
+              "/modelparallel/manual_partition");
+}
+
+}  // namespace
+}  // namespace strata::config

@@ -1,0 +1,115 @@
+// Pipeline features beside fidelity: bad input fails on every rank with the field and the
+// value; manual partitions; local state; the layout helpers.
+#include <gtest/gtest.h>
+
+#include "pp/pp_testing.h"
+
+namespace strata::testing {
+namespace {
+
+template <typename Fn>
+void expectConfigError(Fn fn, const std::vector<std::string>& needles) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error on rank " << strata::rank();
+  } catch (const ConfigError& e) {
+    for (const auto& n : needles)
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "missing \"" << n << "\" in: " << e.what();
+  }
+}
+
+std::string mpConfig(const std::string& extra) {
+  const bool hybrid = strata::size() > 2;
+  return std::string(R"({"enabled": true, "partitions": 2, "microbatches": 4, "ddp": )") +
+         (hybrid ? "true" : "false") + extra + "}";
+}
+
+TEST(PipelineBadInput, MorePartitionsThanLayers) {
+  expectConfigError(
+      [] {
+        torch::nn::Sequential net(torch::nn::Linear(8, 4));
+        DistributedModelOptions o;
+        o.modelParallel = mpConfig("");
+        DistributedModel model(net, o);
+      },
+      {"/modelparallel/partitions", "2", "only 1 layers"});
+}
+
+TEST(PipelineBadInput, MicrobatchesNotDividingTheBatch) {
+  auto net = makeNet();
+  DistributedModelOptions o;
+  o.modelParallel = mpConfig("");
+  DistributedModel model(net, o);
+  expectConfigError([&] { model.step(torch::randn({10, 8}), torch::randn({10, 4}), mseStep); },
+                    {"/modelparallel/microbatches", "4", "10"});
+}
+
+TEST(PipelineBadInput, RanksNotDivisibleByPartitions) {
+  expectConfigError(
+      [] {
+        auto net = makeNet();
+        DistributedModelOptions o;
+        o.modelParallel = R"({"enabled": true, "partitions": 3, "microbatches": 4, "ddp": true})";
+        DistributedModel model(net, o);
+      },
+      {"partitions", "3", std::to_string(strata::size())});
+}
+
+TEST(PipelineBadInput, UnknownScheduleName) {
+  expectConfigError(
+      [] {
+        auto net = makeNet();
+        DistributedModelOptions o;
+        o.modelParallel = mpConfig(R"(, "pipeline": "zigzag")");
+        DistributedModel model(net, o);
+      },
+      {"/modelparallel/pipeline", "zigzag"});
+}
+
+TEST(PipelineBadInput, ManualPartitionNamingAnUnknownLayer) {
+  expectConfigError(
+      [] {
+        auto net = makeNet();
+        DistributedModelOptions o;
+        o.modelParallel = mpConfig(R"(, "auto_partition": false, "manual_partition": {"0": 0, "fc9": 1})");
+        DistributedModel model(net, o);
+      },
+      {"/modelparallel/manual_partition/fc9", "fc9"});
+}
+
+TEST(PipelineFeatures, ManualPartitionIsUsedAndLocalStateHoldsOnlyThisStage) {
+  auto net = makeNet();
+  DistributedModelOptions o;
+  o.modelParallel = mpConfig(R"(, "auto_partition": false, "manual_partition": {"0": 0, "1": 0, "2": 1, "3": 1, "4": 1, "5": 1})");
+  DistributedModel model(net, o);
+  EXPECT_FALSE(model.partitioned());
+  const int replicas = strata::size() / 2;
+  auto [x, y] = batchFor(0, replicas);
+  model.step(replicaSlice(x, model.dp_rank()), replicaSlice(y, model.dp_rank()), mseStep);
+  EXPECT_TRUE(model.partitioned());
+  EXPECT_EQ(model.pipeline_stats().stageFirstLayer, (std::vector<int>{0, 2}));
+  std::vector<std::string> keys;
+  for (const auto& item : model.local_state_dict()) keys.push_back(item.key());
+  const std::vector<std::string> expected =
+      model.pp_rank() == 0 ? std::vector<std::string>{"0.weight", "0.bias"}
+                           : std::vector<std::string>{"2.weight", "2.bias", "5.weight", "5.bias"};
+  EXPECT_EQ(keys, expected);
+  EXPECT_EQ(model.local_parameters().size(), expected.size());
+  const PipelineStats s = model.pipeline_stats();
+  EXPECT_GT(s.peakInFlight, 0);
+  EXPECT_GT(s.predictedStepSeconds, 0);
+  EXPECT_FALSE(s.plan.empty());
+}
+
+TEST(PipelineFeatures, LayoutHelpersFollowTheTopology) {
+  auto net = makeNet();
+  DistributedModelOptions o;
+  o.modelParallel = mpConfig("");
+  DistributedModel model(net, o);
+  // cluster placement: the ranks of one pipeline are adjacent.
+  EXPECT_EQ(model.pp_rank(), strata::rank() % 2);
+  EXPECT_EQ(model.dp_rank(), strata::rank() / 2);
+}
+
+}  // namespace
+}  // namespace strata::testing
