@@ -248,3 +248,29 @@ TEST(Prune, RemovesOldAndTornDirectories) {
 
 }  // namespace
 }  // namespace strata::checkpoint
+
+#include "checkpoint/restart_policy.h"
+#include "strata/exit_codes.h"
+
+namespace strata::checkpoint {
+namespace {
+
+TEST(RestartPolicy, SucceedStopRestartGiveUp) {
+  EXPECT_EQ(decideAfterExit({false, 0}, 0, 3, false).action, RunAction::kSucceed);
+  const RunDecision stopped = decideAfterExit({false, kExitStopped}, 0, 3, false);
+  EXPECT_EQ(stopped.action, RunAction::kStopped);
+  EXPECT_EQ(stopped.exitCode, kExitStopped);
+  const RunDecision killed = decideAfterExit({true, 9}, 1, 3, false);
+  EXPECT_EQ(killed.action, RunAction::kRestart);
+  EXPECT_NE(killed.why.find("restart 2 of 3"), std::string::npos) << killed.why;
+  EXPECT_EQ(decideAfterExit({false, 1}, 2, 3, false).action, RunAction::kRestart);
+  const RunDecision last = decideAfterExit({false, 1}, 3, 3, false);
+  EXPECT_EQ(last.action, RunAction::kGiveUp);
+  EXPECT_EQ(last.exitCode, 1);
+  EXPECT_EQ(decideAfterExit({true, 9}, 0, 0, false).exitCode, 137);
+  // The launcher itself was told to stop: never restart.
+  EXPECT_EQ(decideAfterExit({true, 15}, 0, 3, true).action, RunAction::kStopped);
+}
+
+}  // namespace
+}  // namespace strata::checkpoint
