@@ -1,0 +1,129 @@
+// Checkpoints: save and load the whole training state, resume exactly, survive SIGTERM
+// and SIGKILL (docs/checkpoints.md).
+//
+//   strata::CheckpointManager ckpt(model, opt, &sampler);   // checkpoint.* of the job config
+//   int64_t step = ckpt.resume();                 // 0, or the steps a checkpoint already did
+//   auto loader = torch::data::make_data_loader(dataset, sampler, ...);
+//   for (int64_t epoch = ckpt.epoch(); step < total; ++epoch)
+//     for (auto& batch : *loader) {
+//       ... one training step ...
+//       if (ckpt.after_step(++step, epoch)) break;   // saves every_steps, and on a stop request
+//     }
+//   return ckpt.exit_code();                      // strata::kExitStopped after SIGTERM/SIGINT
+//
+// What a checkpoint holds: parameters and buffers, the optimizer state, the step and epoch
+// counters, the CPU generator's state of every rank, the sampler's epoch and position, the
+// model's step counter (the profiler's step numbers) and the debugger hook's step counters.
+//
+// On disk (<dir>/step-<12 digits>/): a manifest listing every shard with its size and SHA-256,
+// written last and atomically (temp file, fsync, rename, fsync dir). kind "full": one file,
+// model.pt, written by rank 0; a plain single-process libtorch program loads it with
+//     torch::load(net, "<dir>/step-000000000120/model.pt");
+// (the module's parameters and buffers sit at the top of the archive exactly where
+// torch::save(net, path) puts them; Strata's own state is in a sub-archive "strata_state"
+// that Module::load ignores). kind "partial": every rank writes rank-<r>.pt with its own
+// parameters (its pipeline stage) and optimizer state.
+//
+// Every call here is collective over the world (every rank calls it, in the same order) and
+// throws strata::Error on every rank if any rank failed to write its part; a failed save
+// never leaves a checkpoint that resume would take.
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "strata/data.h"
+#include "strata/distributed_model.h"
+#include "strata/exit_codes.h"
+
+namespace strata {
+
+struct SaveOptions {
+  // Each rank writes its own shard (its pipeline stage) instead of rank 0 writing one file.
+  bool partial = false;
+  int64_t step = -1;   // steps completed; -1: the model's steps_taken()
+  int64_t epoch = 0;
+  DistributedSampler* sampler = nullptr;  // saved when given
+  int keep = -1;       // newest checkpoints kept; -1: checkpoint.keep of the job config; 0: all
+};
+
+// Writes <dir>/step-<step>/ and prunes to the newest `keep`. Returns the checkpoint's
+// directory.
+std::string save(const std::string& dir, DistributedModel& model, DistributedOptimizer& optimizer,
+                 SaveOptions options = {});
+
+struct LoadOptions {
+  DistributedSampler* sampler = nullptr;  // restored when given (same number of ranks only)
+  bool restoreRng = true;                 // the CPU generator state
+};
+
+struct LoadResult {
+  std::string path;   // the checkpoint directory taken
+  int64_t step = 0;   // steps it had completed
+  int64_t epoch = 0;
+  bool sameLayout = true;  // taken with the same world size and pipeline size
+};
+
+// `dir` is a checkpoint root (the newest complete checkpoint is taken; incomplete or
+// corrupted newer ones are skipped with a logged reason) or one step-* directory. Restores
+// the model (all ranks), the optimizer, the counters, and what LoadOptions asks for.
+// Returns nullopt when the root holds no complete checkpoint.
+std::optional<LoadResult> load(const std::string& dir, DistributedModel& model, DistributedOptimizer& optimizer,
+                               LoadOptions options = {});
+
+// Incremental training: parameters and buffers from a model artifact, either a full
+// checkpoint's model.pt or a file written by torch::save(module, path). Not collective:
+// call it on every rank before building the DistributedModel (which then starts from it).
+void load_module(const std::string& path, torch::nn::Module& module);
+
+struct CheckpointOptions {
+  std::string dir;           // "": checkpoint.dir of the job config
+  int64_t everySteps = -1;   // -1: checkpoint.every_steps (0: only on stop requests)
+  int resume = -1;           // -1: checkpoint.resume; 0: no; 1: yes
+  int keep = -1;             // -1: checkpoint.keep
+  int partial = -1;          // -1: partial when model parallel, full otherwise
+};
+
+// Automatic checkpoints from the job config's "checkpoint" section, resume, and stopping on
+// SIGTERM/SIGINT. Constructing one installs the SIGTERM/SIGINT handlers (a signal asks to
+// stop at the next step boundary: runtime/signals.h).
+class CheckpointManager {
+ public:
+  CheckpointManager(DistributedModel& model, DistributedOptimizer& optimizer, DistributedSampler* sampler = nullptr,
+                    CheckpointOptions options = {});
+
+  // With resume on: loads the newest complete checkpoint. Returns the steps it had completed
+  // (where to continue), 0 when resume is off or there is none. Collective.
+  int64_t resume();
+  // The epoch of the checkpoint resume() loaded (0 otherwise).
+  int64_t epoch() const { return epoch_; }
+
+  // Call after every training step with the number of steps completed. Saves when
+  // every_steps divides it, or when strata::should_stop() says every rank should stop; then
+  // returns true (leave the training loop). Collective.
+  bool after_step(int64_t stepsDone, int64_t epoch = 0);
+  // Saves now (collective).
+  std::string save(int64_t stepsDone, int64_t epoch = 0);
+
+  // Whether a signal (on any rank) stopped training.
+  bool stopped_by_signal() const { return stoppedBySignal_; }
+  // kExitStopped after a signal stop, else 0: what main() should return.
+  int exit_code() const { return stoppedBySignal_ ? kExitStopped : 0; }
+  const std::string& dir() const { return options_.dir; }
+  const std::string& last_saved() const { return lastSaved_; }
+
+ private:
+  DistributedModel& model_;
+  DistributedOptimizer& optimizer_;
+  DistributedSampler* sampler_;
+  CheckpointOptions options_;
+  int64_t epoch_ = 0;
+  int64_t lastSavedStep_ = -1;
+  bool stoppedBySignal_ = false;
+  std::string lastSaved_;
+};
+
+}  // namespace strata
