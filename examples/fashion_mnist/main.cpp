@@ -101,9 +101,10 @@ class Progress {
 double testAccuracy(strata::DistributedModel& model, const fashion::FashionMnist& test) {
   torch::NoGradGuard noGrad;
   model.eval();
-  // Each rank scores its contiguous part of the test set; counts are summed across ranks.
-  const int64_t n = test.images().size(0), per = (n + strata::size() - 1) / strata::size();
-  const int64_t begin = std::min(n, per * strata::rank()), end = std::min(n, begin + per);
+  // Each data-parallel replica scores its contiguous part of the test set (the ranks of one
+  // pipeline score the same part together); counts are summed across ranks.
+  const int64_t n = test.images().size(0), per = (n + strata::dp_size() - 1) / strata::dp_size();
+  const int64_t begin = std::min(n, per * strata::dp_rank()), end = std::min(n, begin + per);
   int64_t counts[2] = {0, 0};
   for (int64_t i = begin; i < end; i += 1000) {
     const int64_t len = std::min<int64_t>(1000, end - i);
