@@ -55,6 +55,8 @@ struct Program {
 
 // The tag a send and its receive both carry: which kind of message, for which microbatch
 // and global stage boundary. A mismatch means the programs disagree (a bug, reported).
+// The boundary between stages s and s+1 is numbered s+1 for both directions;
+// instructionTag() in schedule.h computes the tag of a send or receive instruction.
 uint64_t messageTag(bool gradient, int microbatch, int globalStage);
 
 }  // namespace strata::pipeline

@@ -48,6 +48,7 @@ class Simulation {
     for (RankState& r : ranks_) r.live.assign(at(v_), 0);
     result_.ranks.assign(at(p_), RankStats{});
     result_.peakInFlightPerStage.assign(at(stages_), 0);
+    result_.peakStashBytesPerStage.assign(at(stages_), 0);
   }
 
   SimulationResult run() {
@@ -160,6 +161,7 @@ class Simulation {
     stats.peakStashBytes = std::max(stats.peakStashBytes, st.liveBytes);
     int& stagePeak = result_.peakInFlightPerStage[at(g)];
     stagePeak = std::max(stagePeak, st.live[at(chunk)]);
+    result_.peakStashBytesPerStage[at(g)] = static_cast<size_t>(stagePeak) * costs_.stages[at(g)].stashBytes;
   }
 
   void record(int r, double start, double end) {

@@ -73,7 +73,8 @@ struct SimulationResult {
   double bubbleFraction = 0;   // idle / (ranks * step): GPipe's (p-1)/(m+p-1) convention
   double bubbleOverIdeal = 0;  // idle / busy: Megatron's (p-1)/m, (p-1)/(v m) convention
   std::vector<RankStats> ranks;
-  std::vector<int> peakInFlightPerStage;  // index = global stage
+  std::vector<int> peakInFlightPerStage;         // index = global stage
+  std::vector<size_t> peakStashBytesPerStage;    // peakInFlightPerStage x the stage's stash bytes
   std::vector<TimedInstruction> timeline;  // every executed instruction, in execution order
 };
 

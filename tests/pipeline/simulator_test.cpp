@@ -157,6 +157,7 @@ TEST(Simulator, StashBytesAndMemoryPerRank) {
   EXPECT_EQ(r.ranks[0].peakMemoryBytes, 1300u);
   EXPECT_EQ(r.ranks[1].peakStashBytes, 30u);
   EXPECT_EQ(r.peakInFlightPerStage, (std::vector<int>{3, 3}));
+  EXPECT_EQ(r.peakStashBytesPerStage, (std::vector<size_t>{300, 30}));
 }
 
 TEST(Simulator, ReduceAndOptimizerCostsAreBusyTime) {
