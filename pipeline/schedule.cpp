@@ -52,15 +52,22 @@ std::vector<RankLists> interleavedLists(const ScheduleSpec& spec) {
       l.cap = std::max(1, resolvedActiveMicrobatches(spec) - r);
       continue;
     }
-    // Megatron: groups of p microbatches go through chunk 0, then chunk 1, ...
-    for (int start = 0; start < m; start += p) {
-      const int end = std::min(m, start + p);
+    // Megatron: groups of p microbatches go through chunk 0, then chunk 1, ... A group
+    // smaller than p makes rank 0 wait for its own next chunk, so when m % p != 0 the
+    // max(1, m / p) groups share the m microbatches as evenly as possible (each >= p when
+    // m >= p), as torch's interleaved schedules do with "microbatches per round".
+    const int rounds = std::max(1, m / p);
+    int start = 0;
+    for (int round = 0; round < rounds; ++round) {
+      const int end = start + m / rounds + (round < m % rounds ? 1 : 0);
       for (int c = 0; c < v; ++c)
         for (int mb = start; mb < end; ++mb) l.forwards.push_back({true, c, mb});
       for (int c = v - 1; c >= 0; --c)
         for (int mb = start; mb < end; ++mb) l.backwards.push_back({false, c, mb});
+      start = end;
     }
-    l.cap = 2 * (p - r - 1) + (v - 1) * p + 1;
+    const int firstGroup = m / rounds + (m % rounds > 0 ? 1 : 0);
+    l.cap = 2 * (p - r - 1) + (v - 1) * firstGroup + 1;
   }
   return lists;
 }

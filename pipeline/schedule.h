@@ -12,9 +12,11 @@
 //                active microbatch is stashed on stage 0. c = p gives classic 1F1B (stage s
 //                holds at most p - s); smp's default is p + 2.
 //   virtual stages (v > 1, interleaved): Megatron's interleaved 1F1B. Microbatches go in
-//                groups of p through chunk 0, then chunk 1, ...; rank r may run ahead by
-//                Megatron's warmup 2(p-r-1) + (v-1)p + 1 chunk-microbatches. Any m is allowed
-//                (a last, partial group); Megatron's bubble (p-1)/(v*m) holds when m % p == 0.
+//                groups through chunk 0, then chunk 1, ...; rank r warms up with Megatron's
+//                2(p-r-1) + (v-1)g chunk-forwards (g = the first group's size), then
+//                alternates. Megatron needs m % p == 0 (groups of p); we accept any m by
+//                sharing the m microbatches evenly among max(1, m / p) groups (each >= p
+//                when m >= p), and the bubble is (p-1)/(v*m) over ideal for every m >= p.
 //
 // Every order is proven by construction: it is extracted from a feasible execution, and
 // receives are placed in the order the peer sends on that channel (FIFO). The simulator

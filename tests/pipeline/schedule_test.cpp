@@ -173,11 +173,12 @@ TEST(Schedules, ExtraActiveMicrobatchesHideLinkLatency) {
   EXPECT_LE(step(8), step(6));
 }
 
-// Megatron's virtual stages: bubble / ideal == (p-1)/(v m) when m % p == 0, chunks cost 1/v.
+// Megatron's virtual stages: bubble / ideal == (p-1)/(v m) with chunks costing 1/v; with
+// the microbatches shared evenly among max(1, m / p) groups this holds for any m >= p.
 TEST(Schedules, VirtualStagesShrinkTheBubbleByV) {
   for (int p : {2, 3, 4, 8})
     for (int v : {2, 3, 4})
-      for (int m : {p, 2 * p, 4 * p}) {
+      for (int m : {p, p + 1, 2 * p, 2 * p + 1, 3 * p + 1, 4 * p}) {
         const auto programs = buildPrograms(spec(ScheduleKind::kInterleaved, p, m, v));
         const SimulationResult r = simulate(programs, uniformCostModel(p, v, 1.0 / v, 2.0 / v));
         ASSERT_TRUE(r.ok);
