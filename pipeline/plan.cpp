@@ -120,4 +120,23 @@ std::string formatPlan(const PipelinePlan& plan) {
   return out.str();
 }
 
+nlohmann::json chromeTrace(const PipelinePlan& plan) {
+  nlohmann::json events = nlohmann::json::array();
+  const int p = plan.request.schedule.partitions;
+  for (int r = 0; r < static_cast<int>(plan.programs.size()); ++r)
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", r},
+                      {"args", {{"name", c10::str("pipeline rank ", r)}}}});
+  for (const TimedInstruction& t : plan.simulation.timeline) {
+    const Instruction& in = plan.programs.at(static_cast<size_t>(t.rank)).instructions.at(static_cast<size_t>(t.index));
+    events.push_back({{"name", formatInstruction(in, t.rank, p)},
+                      {"cat", opName(in.op)},
+                      {"ph", "X"},
+                      {"pid", 0},
+                      {"tid", t.rank},
+                      {"ts", t.startSeconds * 1e6},
+                      {"dur", (t.endSeconds - t.startSeconds) * 1e6}});
+  }
+  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+}
+
 }  // namespace strata::pipeline

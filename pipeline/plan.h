@@ -39,6 +39,11 @@ PipelinePlan planPipeline(const std::vector<LayerCost>& layers, const PlanReques
 // predicted step time, bubble, busy/idle and peak memory per rank (or why it failed).
 std::string formatPlan(const PipelinePlan& plan);
 
+// The simulated timeline as a Chrome trace (chrome://tracing, Perfetto): one thread per
+// pipeline rank, one complete event per executed instruction (a receive's duration is the
+// time it waited). Empty event list when the plan has no simulation.
+nlohmann::json chromeTrace(const PipelinePlan& plan);
+
 // "1.50 GiB", "12.0 KiB", "17 B".
 std::string formatBytes(size_t numBytes);
 

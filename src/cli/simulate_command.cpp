@@ -34,6 +34,7 @@ struct SimulateArgs {
   bool includeSendCost = false;
   std::string manual;
   bool programs = false;
+  std::string trace;
 };
 
 std::vector<int> parseManual(const std::string& text) {
@@ -91,6 +92,12 @@ int runSimulate(const SimulateArgs& args) {
     if (args.programs)
       for (const Program& prog : plan.programs) text += formatProgram(prog, args.partitions) + "\n";
     std::fwrite(text.data(), 1, text.size(), stdout);
+    if (!args.trace.empty()) {
+      std::ofstream out(args.trace);
+      out << chromeTrace(plan).dump() << "\n";
+      if (!out) STRATA_THROW(ConfigError, "--trace: cannot write \"", args.trace, "\"");
+      std::printf("simulated timeline: %s (chrome://tracing)\n", args.trace.c_str());
+    }
     return plan.partition.ok && plan.simulation.ok ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "strata simulate: %s\n", e.what());
@@ -125,6 +132,7 @@ const CommandRegistrar registrar("simulate", [](CLI::App& app, int& exitCode) {
   cmd->add_flag("--include-send-cost", args->includeSendCost, "speed: count the activation send in stage time");
   cmd->add_option("--manual", args->manual, "Manual partition: a stage per layer, e.g. 0,0,1,1");
   cmd->add_flag("--programs", args->programs, "Also print every rank's program");
+  cmd->add_option("--trace", args->trace, "Write the simulated timeline as a Chrome trace JSON file");
   cmd->callback([args, &exitCode] { exitCode = runSimulate(*args); });
 });
 

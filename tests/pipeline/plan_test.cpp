@@ -131,6 +131,24 @@ TEST(Plan, VirtualStagesPlanPTimesVStages) {
   EXPECT_NEAR(plan.simulation.bubbleOverIdeal, 1.0 / 8.0, 1e-12);  // (p-1)/(v m)
 }
 
+TEST(Plan, ChromeTraceHasOneEventPerInstruction) {
+  const PipelinePlan plan = planPipeline(uniformLayers(4, 0.001, 0.002, 0), request(ScheduleKind::kInterleaved, 2, 4));
+  ASSERT_TRUE(plan.simulation.ok);
+  const nlohmann::json trace = chromeTrace(plan);
+  size_t instructions = 0;
+  for (const Program& prog : plan.programs) instructions += prog.instructions.size();
+  const auto& events = trace.at("traceEvents");
+  ASSERT_EQ(events.size(), instructions + 2);  // + one thread name per rank
+  double last = 0;
+  for (const auto& e : events) {
+    if (e.at("ph") != "X") continue;
+    last = std::max(last, e.at("ts").get<double>() + e.at("dur").get<double>());
+    EXPECT_GE(e.at("dur").get<double>(), 0);
+  }
+  EXPECT_NEAR(last, plan.simulation.stepSeconds * 1e6, 1e-6);
+  EXPECT_EQ(events.at(2).at("name"), "0LOAD0");
+}
+
 TEST(Plan, FormatBytes) {
   EXPECT_EQ(formatBytes(17), "17 B");
   EXPECT_EQ(formatBytes(12 * 1024), "12.0 KiB");
