@@ -1,5 +1,7 @@
 #include "rules/online.h"
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "core/errors.h"
@@ -7,6 +9,38 @@
 #include "rules/run.h"
 
 namespace strata::rules {
+
+namespace {
+
+// <runDir>/rules.json: the rules this job runs, so that `strata rules RUN_DIR` and
+// `strata report RUN_DIR --rerun` later evaluate the same ones. A file already there (the
+// user's) is left alone.
+void recordRuleSpecs(const std::vector<RuleSpec>& specs, const OnlineRulesOptions& options) {
+  namespace fs = std::filesystem;
+  const fs::path path = fs::path(options.runDir) / "rules.json";
+  std::error_code ec;
+  if (fs::exists(path, ec)) return;
+  nlohmann::json rules = nlohmann::json::array();
+  for (const RuleSpec& s : specs) {
+    nlohmann::json r = {{"name", s.name}, {"parameters", s.parameters}, {"actions", s.actions}};
+    if (!s.library.empty()) r["library"] = s.library;
+    rules.push_back(std::move(r));
+  }
+  fs::create_directories(path.parent_path(), ec);
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << nlohmann::json{{"compat", options.compat}, {"rules", rules}}.dump(2) << "\n";
+    if (!out) {
+      STRATA_LOG(kWarn, kRules, "online rules: cannot write ", path.string());
+      return;
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) STRATA_LOG(kWarn, kRules, "online rules: cannot write ", path.string(), ": ", ec.message());
+}
+
+}  // namespace
 
 std::unique_ptr<RuleRunner> startOnlineRules(const std::vector<RuleSpec>& specs, const OnlineRulesOptions& options) {
   if (specs.empty()) return nullptr;
@@ -19,6 +53,7 @@ std::unique_ptr<RuleRunner> startOnlineRules(const std::vector<RuleSpec>& specs,
   so.follow = true;
   so.compat = options.compat;
   auto engine = makeRunEngine(options.runDir, specs, eo, so);
+  recordRuleSpecs(specs, options);
   STRATA_LOG(kInfo, kRules, "online rules: ", specs.size(), " rule(s) on ", options.runDir, ", polled every ",
              options.interval.count(), " ms");
   return std::make_unique<RuleRunner>(std::move(engine), options.interval);

@@ -21,7 +21,8 @@ struct OnlineRulesOptions {
   std::chrono::milliseconds interval{5000};
 };
 
-// Starts the thread for `specs` (nullptr when there are none). Throws strata::ConfigError on
+// Starts the thread for `specs` (nullptr when there are none) and records them in
+// <runDir>/rules.json unless that file exists, so offline `strata rules RUN_DIR` runs the same. Throws strata::ConfigError on
 // rules that cannot be built (a library that does not load, for example).
 std::unique_ptr<RuleRunner> startOnlineRules(const std::vector<RuleSpec>& specs, const OnlineRulesOptions& options);
 

@@ -13,8 +13,10 @@
 
 #include <chrono>
 #include <cstdio>
+#include <deque>
 
 #include "fashion_mnist.h"
+#include "strata/debugger.h"
 #include "strata/strata.h"
 
 namespace {
@@ -147,6 +149,7 @@ int run(const Flags& flags) {
   int64_t step = 0;
   double lastLoss = 0, accuracy = 0;
   bool stopped = false;  // every rank agreed to stop (a rule's StopTraining, SIGTERM...)
+  std::deque<double> recentWindows;  // the last four 50-step mean losses
   for (int epoch = 1; epoch <= flags.epochs; ++epoch) {
     const int64_t steps = flags.maxSteps >= 0 ? std::min(stepsPerEpoch, flags.maxSteps - step) : stepsPerEpoch;
     Progress progress(steps, epoch);
@@ -169,6 +172,13 @@ int run(const Flags& flags) {
         double window[1] = {lossSum / (done % 50 == 0 ? 50 : done % 50)};
         strata::world().allreduce(window, window, 1, strata::DType::kFloat64, strata::ReduceOp::kAvg);
         lastLoss = window[0];
+        // The training loss averaged over the last 200 steps and all ranks, for the rules
+        // (job.json's LossNotDecreasing reads it: single-batch losses are too noisy).
+        recentWindows.push_back(lastLoss);
+        if (recentWindows.size() > 4) recentWindows.pop_front();
+        double recent = 0;
+        for (double w : recentWindows) recent += w / static_cast<double>(recentWindows.size());
+        strata::debugger::save_scalar("train_loss_avg200", recent);
         lossSum = 0;
         progress.update(done, done * flags.batchSize, lastLoss);
       }

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# End to end: real 2-rank runs of the Fashion-MNIST example, stopped by rules.
+#   1. a learning rate of 1e-9 (the loss does not decrease): LossNotDecreasing, run by the
+#      online thread on rank 0, fires and its StopTraining stops both ranks at the same step;
+#   2. a learning rate of 1e3 (the loss becomes NaN): ExplodingTensor or LossNotDecreasing
+#      fires and stops both ranks;
+#   3. the same with the rules in a separate `strata rules --watch` process: its stop file
+#      stops both ranks;
+#   4. a healthy run with the demo's rules (examples/fashion_mnist/job.json) fires no
+#      training rule and is not stopped.
+# Each run must exit 0 with every rank reporting the same step.
+set -euo pipefail
+MPIEXEC="$1"; EXAMPLE="$2"; STRATA="$3"; SOURCE_DIR="$4"
+WORK="$(mktemp -d /tmp/strata_stop_e2e.XXXXXX)"
+trap 'rm -rf "$WORK"' EXIT
+export STRATA_RULES_INTERVAL_MS=200 CI=1
+fail() { echo "FAIL: $*"; exit 1; }
+
+# run NAME CONFIG ARGS...: runs the example, leaves its output in $WORK/NAME.log
+run() {
+  local name="$1" config="$2"; shift 2
+  echo "== $name: $MPIEXEC -n 2 $EXAMPLE --config $config $*"
+  "$MPIEXEC" -n 2 "$EXAMPLE" --config "$config" --seed 3 "$@" > "$WORK/$name.log" 2>&1 \
+    || { cat "$WORK/$name.log"; fail "$name: the example exited with an error"; }
+  grep -v '^epoch 1 step' "$WORK/$name.log" || true
+}
+
+# stopped_same_step NAME: prints the step; fails unless both ranks stopped at the same step,
+# before the end of the epoch, and the final line agrees.
+stopped_same_step() {
+  local name="$1" log="$WORK/$1.log"
+  local s0 s1 final
+  s0=$(sed -nE 's/^rank 0 stopped at step ([0-9]+):.*/\1/p' "$log")
+  s1=$(sed -nE 's/^rank 1 stopped at step ([0-9]+):.*/\1/p' "$log")
+  final=$(sed -nE 's/^final: step=([0-9]+) .*/\1/p' "$log")
+  [ -n "$s0" ] && [ -n "$s1" ] || fail "$name: not every rank reported a stop (rank 0: '$s0', rank 1: '$s1')"
+  [ "$s0" = "$s1" ] || fail "$name: rank 0 stopped at step $s0, rank 1 at step $s1"
+  [ "$final" = "$s0" ] || fail "$name: final step $final, stop step $s0"
+  [ "$s0" -lt 937 ] || fail "$name: stopped only at the end of the epoch"
+  echo "$s0"
+}
+
+status_of() {  # status_of RUN_DIR RULE
+  /usr/bin/env python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["Status"])' "$1/rule-output/$2.json" 2>/dev/null \
+    || sed -nE 's/.*"Status": *"([A-Za-z]+)".*/\1/p' "$1/rule-output/$2.json"
+}
+
+config() {  # config NAME RULES_JSON
+  cat > "$WORK/$1.json" <<JSON
+{"output_dir": "$WORK/$1",
+ "debugger": {"collections": [{"name": "losses", "save_interval": 1}]},
+ "profiler": {"disable_profiler": true},
+ "rules": $2}
+JSON
+  echo "$WORK/$1.json"
+}
+
+# 1. The loss does not decrease.
+cfg=$(config flat '[{"name": "LossNotDecreasing", "parameters": {"num_steps": 5}, "actions": ["StopTraining"]}]')
+run flat "$cfg" --lr 1e-9 --epochs 1
+step=$(stopped_same_step flat)
+grep -q '^rank 0 stopped at step [0-9]*: rule LossNotDecreasing: loss did not decrease' "$WORK/flat.log" \
+  || fail "flat: rank 0's stop reason does not name LossNotDecreasing"
+grep -q '^rank 1 stopped at step [0-9]*: a rule on another rank' "$WORK/flat.log" || fail "flat: rank 1's stop reason"
+[ "$(status_of "$WORK/flat" LossNotDecreasing)" = IssuesFound ] || fail "flat: LossNotDecreasing.json is not IssuesFound"
+echo "flat: both ranks stopped at step $step"
+
+# 2. The loss explodes (lr 1e3).
+cfg=$(config exploding '[{"name": "LossNotDecreasing", "parameters": {"num_steps": 5}, "actions": ["StopTraining"]},
+                          {"name": "ExplodingTensor", "actions": ["StopTraining"]}]')
+run exploding "$cfg" --lr 1e3 --epochs 1
+step=$(stopped_same_step exploding)
+grep -qE '^rank 0 stopped at step [0-9]*: rule (ExplodingTensor|LossNotDecreasing): ' "$WORK/exploding.log" \
+  || fail "exploding: rank 0's stop reason names neither ExplodingTensor nor LossNotDecreasing"
+echo "exploding: both ranks stopped at step $step"
+
+# 3. The rules in a separate process: `strata rules --watch` writes the stop file.
+cfg=$(config watched '[]')
+cat > "$WORK/watch_rules.json" <<'JSON'
+{"rules": [{"name": "ExplodingTensor", "actions": ["StopTraining"]}]}
+JSON
+mkdir -p "$WORK/watched"
+"$STRATA" rules "$WORK/watched" --watch --rules "$WORK/watch_rules.json" --interval 0.2 > "$WORK/watcher.log" 2>&1 &
+watcher=$!
+run watched "$cfg" --lr 1e3 --epochs 1
+step=$(stopped_same_step watched)
+grep -q '^rank 0 stopped at step [0-9]*: rule ExplodingTensor: .*(stop file .*stop_training.json)' "$WORK/watched.log" \
+  || fail "watched: rank 0 was not stopped by the watcher's stop file"
+# The watcher ends by itself once the job wrote training_job_end.ts (bounded wait).
+for _ in $(seq 1 300); do kill -0 "$watcher" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$watcher" 2>/dev/null; then kill "$watcher"; cat "$WORK/watcher.log"; fail "watched: the watcher did not end with the job"; fi
+wait "$watcher" || { cat "$WORK/watcher.log"; fail "watched: the watcher failed"; }
+echo "watched: both ranks stopped at step $step by the watcher's stop file"
+
+# 4. Healthy: the demo's rules on a normal learning rate fire no training rule.
+sed -e "s#\"output_dir\": *\"[^\"]*\"#\"output_dir\": \"$WORK/healthy\"#" "$SOURCE_DIR/examples/fashion_mnist/job.json" > "$WORK/healthy.json"
+run healthy "$WORK/healthy.json" --max-steps 400
+grep -q 'stopped at step' "$WORK/healthy.log" && fail "healthy: the run was stopped"
+for rule in LossNotDecreasing ExplodingTensor VanishingGradient; do
+  [ "$(status_of "$WORK/healthy" "$rule")" = NoIssuesFound ] || fail "healthy: $rule is $(status_of "$WORK/healthy" "$rule")"
+done
+echo "healthy: no training rule fired"
+echo PASS
