@@ -85,13 +85,16 @@ TEST(Schedules, EveryMicrobatchForwardAndBackwardOnceOnEveryStage) {
 
 TEST(Schedules, SimpleStashesEveryMicrobatch) {
   for (int p : {1, 2, 3, 4, 8})
-    for (int m : {1, p, 3 * p + 1}) {
-      const auto programs = buildPrograms(spec(ScheduleKind::kSimple, p, m));
-      const SimulationResult r = simulate(programs, uniformCostModel(p, 1, 1, 1));
-      ASSERT_TRUE(r.ok);
-      for (int s = 0; s < p; ++s) EXPECT_EQ(r.peakInFlightPerStage[static_cast<size_t>(s)], m) << "p=" << p << " m=" << m;
-      EXPECT_EQ(peakInFlightPerStage(programs, p, 1), r.peakInFlightPerStage);
-    }
+    for (int m : {1, p, 3 * p + 1})
+      for (int v : {1, 2, 3}) {
+        const auto programs = buildPrograms(spec(ScheduleKind::kSimple, p, m, v));
+        const SimulationResult r = simulate(programs, uniformCostModel(p, v, 1, 1));
+        ASSERT_TRUE(r.ok);
+        for (int s = 0; s < p * v; ++s)
+          EXPECT_EQ(r.peakInFlightPerStage[static_cast<size_t>(s)], m) << "p=" << p << " m=" << m << " v=" << v;
+        for (const RankStats& rank : r.ranks) EXPECT_EQ(rank.peakInFlight, m * v);
+        EXPECT_EQ(peakInFlightPerStage(programs, p, v), r.peakInFlightPerStage);
+      }
 }
 
 TEST(Schedules, OneFOneBStashesAtMostPMinusStage) {
