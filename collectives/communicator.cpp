@@ -62,6 +62,7 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<bootstrap::St
   if (t.localRanks.size() > 1 && opts.transport != "tcp") {
     ShmDomainOptions so;
     so.slotBytes = opts.shmSlotBytes;
+    so.spinsBeforeYield = opts.shmSpinsBeforeYield;
     so.timeout = opts.timeout;
     auto hostStore = bootstrap::makePrefixStore(c10::str("host", t.hostOf[rank]), store);
     c->shm_ = ShmDomain::create(*hostStore, t.localIndex, t.localRanks, so);

@@ -29,6 +29,7 @@ struct CommOptions {
   std::string transport = "auto";      // auto | shm | tcp (tcp: no shared memory at all)
   std::string allreduceAlgo = "auto";  // see cost_model.h
   size_t shmSlotBytes = 1 << 20;
+  int shmSpinsBeforeYield = -1;  // -1: from the domain's cores (ShmDomain::spinsForCores)
   size_t chunkBytes = 0;  // 0: defaultChunkBytes() for this host's ranks and cores
   std::string jobSecret;
   std::string advertiseHost;           // address peers use to reach this rank's TCP listener

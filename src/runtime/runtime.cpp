@@ -136,6 +136,7 @@ void applyEnvironmentOverrides(RuntimeState& s, const InitOptions& options) {
   if (!options.transport.empty()) o.transport = options.transport;
   o.allreduceAlgo = env::getString("STRATA_ALLREDUCE_ALGO", c.allreduceAlgo, collectives::algoNames());
   o.shmSlotBytes = static_cast<size_t>(env::getInt("STRATA_SHM_SLOT_BYTES", 1 << 20, 4096, kMaxSlotBytes));
+  o.shmSpinsBeforeYield = static_cast<int>(env::getInt("STRATA_SHM_SPINS", -1, -1, 1 << 30));
   // 0 (the default): the communicator picks collectives::defaultChunkBytes for its host.
   o.chunkBytes = static_cast<size_t>(env::getInt("STRATA_CHUNK_BYTES", 0, 0, kMaxSlotBytes));
   o.jobSecret = env::getString("STRATA_JOB_SECRET", "");
