@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Pipeline parallelism on this machine: bench/pipeline_bench under mpirun -np 2 (one thread
+# per rank), with the load average before and after (the numbers only mean something on a
+# quiet machine). Usage: bench/run_pipeline.sh [BUILD_DIR] [STEPS] [WIDTH] [BATCH]
+# Stores the output in bench/results/pipeline.txt; ends with the summary lines of issue 4.
+set -euo pipefail
+BUILD="${1:-build}"; STEPS="${2:-5}"; WIDTH="${3:-1536}"; BATCH="${4:-128}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+OUT="$(dirname "$0")/results/pipeline.txt"
+mkdir -p "$(dirname "$OUT")"
+{
+  echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores"
+  echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "# command: mpirun -np 2 $BUILD/bench/pipeline_bench --steps $STEPS --width $WIDTH --batch $BATCH"
+  mpirun -np 2 "$BUILD/bench/pipeline_bench" --steps "$STEPS" --width "$WIDTH" --batch "$BATCH"
+  echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+} | tee "$OUT"
