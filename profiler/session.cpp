@@ -130,6 +130,15 @@ void Session::stepBegin(int64_t step, Mode mode) noexcept {
   }
   currentStep_.store(step, std::memory_order_relaxed);
   setActive(inWindow);
+  const int64_t requested = batchRequestedUs_.exchange(-1, std::memory_order_relaxed);
+  if (inWindow && requested >= 0 && requested <= now)
+    recordSlice(phases::kDataLoaderIter, phases::kDataLoaderIter, Track::kDataLoading, requested,
+                now - requested);
+}
+
+void Session::batchRequested() noexcept {
+  if (!enabled_) return;
+  batchRequestedUs_.store(nowUs(), std::memory_order_relaxed);
 }
 
 void Session::stepEnd(int64_t step) noexcept {

@@ -99,6 +99,12 @@ class Session {
                    int64_t durUs, std::vector<Arg> args = {}) noexcept;
   void recordSlice(std::string_view name, std::string_view phase, int tid, int64_t startUs,
                    int64_t durUs, std::vector<Arg> args = {}) noexcept;
+  // The data loader asked for the next batch (strata::DistributedSampler::next). The time
+  // from the latest request to the next stepBegin() becomes a DataLoaderIter slice on the
+  // data-loading track when that step is in the framework window: with libtorch's
+  // single-process loader it is the batch's fetch and collation, plus whatever the loop
+  // does before it calls step().
+  void batchRequested() noexcept;
 
   // --- control -------------------------------------------------------------------------
   // Writes everything recorded so far and closes the open trace file, so readers (the
@@ -149,6 +155,7 @@ class Session {
   Mode stepMode_ = Mode::kTrain;
   bool stepInWindow_ = false;
   std::atomic<int64_t> currentStep_{-1};
+  std::atomic<int64_t> batchRequestedUs_{-1};  // -1: no request since the last stepBegin
 
   // Writer thread.
   std::mutex writerMu_;

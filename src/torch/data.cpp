@@ -6,6 +6,7 @@
 #include "core/errors.h"
 #include "runtime/sampler_plan.h"
 #include "strata/distributed_model.h"
+#include "torch/layer_instrumentation.h"
 
 namespace strata {
 
@@ -30,6 +31,7 @@ void DistributedSampler::reset(torch::optional<size_t> newSize) {
 
 torch::optional<std::vector<size_t>> DistributedSampler::next(size_t batchSize) {
   if (position_ >= indices_.size()) return torch::nullopt;
+  instrument::batchRequested();  // profiler: data loading runs from here to the step's begin
   const size_t end = std::min(indices_.size(), position_ + batchSize);
   std::vector<size_t> batch(indices_.begin() + static_cast<std::ptrdiff_t>(position_),
                             indices_.begin() + static_cast<std::ptrdiff_t>(end));

@@ -22,6 +22,7 @@
 #include "strata/runtime.h"
 #include "strata/tensor_ops.h"
 #include "torch/model_signature.h"
+#include "torch/layer_instrumentation.h"  // [instrumentation] per-layer debugger/profiler data
 
 namespace strata {
 namespace {
@@ -45,6 +46,7 @@ struct BucketState {
   bool launched = false;
   std::shared_ptr<Work> work;
   torch::Tensor wire;             // low-precision copy when gradient_dtype is 16-bit
+  int64_t launchUs = -1;          // [instrumentation] profiler clock at launch (-1: timeline off)
 };
 
 // The process's debugger hook, created by the first DistributedModel when the job config
@@ -255,6 +257,7 @@ void DistributedModel::Impl::onGradReady(int index) {
 void DistributedModel::Impl::launch(size_t b) {
   BucketState& bucket = buckets[b];
   bucket.launched = true;
+  bucket.launchUs = instrument::timelineNowUs();  // [instrumentation]
   torch::Tensor& data = bucket.flat;
   if (wire != c10::ScalarType::Undefined && data.scalar_type() == torch::kFloat32) {
     bucket.wire = data.to(wire);
@@ -270,11 +273,13 @@ void DistributedModel::Impl::finish() {
   // are reduced with the rest.
   while (nextToLaunch < buckets.size()) launch(nextToLaunch++);
   const auto waitStart = std::chrono::steady_clock::now();
+  instrument::GradientSyncTimer syncTimer;  // [instrumentation] AllReduce slices in the timeline
   for (auto& b : buckets) {
     if (b.work) {
       b.work->wait();
       stats.allreduceSeconds += std::chrono::duration<double>(b.work->runTime()).count();
       stats.bytesReduced += static_cast<int64_t>(b.wire.defined() ? b.wire.nbytes() : b.flat.nbytes());
+      syncTimer.add(b.launchUs, b.work->runTime(), b.wire.defined() ? b.wire.nbytes() : b.flat.nbytes());
     }
     b.work.reset();
     if (b.wire.defined()) {
@@ -399,7 +404,8 @@ torch::Tensor DistributedModel::forward(const torch::Tensor& input) {
     torch::NoGradGuard noGrad;
     for (auto& b : m.buffers) broadcast(b, 0, m.group);
   }
-  return m.forwardFn(input);
+  // [instrumentation] per-layer inputs/outputs and timeline when the debugger or profiler wants them
+  return instrument::forward(*m.module, m.forwardFn, input);
 }
 
 void DistributedModel::backward(const torch::Tensor& loss) {

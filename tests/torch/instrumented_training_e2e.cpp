@@ -1,0 +1,173 @@
+// End to end under mpirun (2 ranks, tests/torch/instrumented_training_e2e.sh): data-parallel
+// training of a named Sequential with the debugger and the profiler configured as a user
+// would (instrumented_training_e2e.sh writes the job config), through DistributedModel,
+// DistributedOptimizer, DistributedSampler and libtorch's DataLoader. After finalize, rank 0
+// reads the trial with our reader and the profiler files with our readers and checks:
+// both workers, every step complete, layer outputs under smdebug's names (the custom
+// ".*relu_output" collection included); per rank, per-layer forward and backward, AllReduce
+// per bucket, the exposed wait and data loading inside the framework window only; system
+// metrics files. Exit status 0 when everything holds, 1 with one line per problem.
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "debugger/trial.h"
+#include "profiler/timeline_reader.h"
+#include "profiler/trace_check.h"  // tests/profiler
+#include "strata/strata.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+constexpr int64_t kSteps = 6;
+constexpr int64_t kWindowStart = 1, kWindowSteps = 3;  // as in instrumented_training_e2e.sh
+
+class Synthetic : public torch::data::datasets::Dataset<Synthetic> {
+ public:
+  Synthetic() : x_(torch::randn({256, 8})), y_(torch::randint(0, 4, {256})) {}
+  torch::data::Example<> get(size_t i) override {
+    return {x_[static_cast<int64_t>(i)], y_[static_cast<int64_t>(i)]};
+  }
+  torch::optional<size_t> size() const override { return static_cast<size_t>(x_.size(0)); }
+
+ private:
+  torch::Tensor x_, y_;
+};
+
+void train() {
+  torch::manual_seed(11);
+  torch::nn::Sequential net({{"fc1", torch::nn::Linear(8, 32)},
+                             {"relu", torch::nn::ReLU()},
+                             {"fc2", torch::nn::Linear(32, 4)},
+                             {"log_softmax", torch::nn::LogSoftmax(1)}});
+  strata::DistributedModel model(net);
+  strata::DistributedOptimizer opt(torch::optim::SGD(model.parameters(), 0.05), model);
+  strata::DistributedSampler sampler(256);
+  auto loader = torch::data::make_data_loader(Synthetic().map(torch::data::transforms::Stack<>()), sampler,
+                                              torch::data::DataLoaderOptions().batch_size(16));
+  int64_t step = 0;
+  for (auto& batch : *loader) {
+    if (step++ >= kSteps) break;
+    opt.zero_grad();
+    model.step(batch.data, batch.target, [](strata::DistributedModel& m, const torch::Tensor& x, const torch::Tensor& y) {
+      auto loss = torch::nll_loss(m(x), y);
+      m.backward(loss);
+      return loss;
+    });
+    opt.step();
+  }
+}
+
+struct Checker {
+  int problems = 0;
+  void expect(bool ok, const std::string& what) {
+    if (ok) return;
+    ++problems;
+    std::printf("FAIL: %s\n", what.c_str());
+  }
+};
+
+template <typename T>
+std::string join(const T& items) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : ",") + std::string(i);
+  return out;
+}
+
+void checkTrial(const std::string& dir, Checker& c) {
+  strata::debugger::Trial trial(dir);
+  c.expect(trial.workers() == std::vector<std::string>{"worker_0", "worker_1"}, "workers: " + join(trial.workers()));
+  std::vector<int64_t> all;
+  for (int64_t s = 0; s < kSteps; ++s) all.push_back(s);
+  c.expect(trial.steps() == all, "every step complete on both workers");
+  c.expect(trial.tensorNames("custom") == std::vector<std::string>{"relu_output_0"},
+           "custom collection: " + join(trial.tensorNames("custom")));
+  const auto outputs = trial.tensorNames("outputs");
+  for (const char* name : {"fc1_output_0", "relu_output_0", "fc2_output_0", "log_softmax_output_0",
+                           "Sequential_output_0"})
+    c.expect(std::find(outputs.begin(), outputs.end(), name) != outputs.end(), std::string("output ") + name);
+  // A log-softmax output: every row's probabilities sum to 1, on both workers.
+  for (const char* worker : {"worker_0", "worker_1"}) {
+    const auto v = trial.tensor("log_softmax_output_0").value(2, worker);
+    const auto values = v.toDoubles();
+    c.expect(v.shape == std::vector<int64_t>{16, 4}, std::string("log_softmax_output_0 shape on ") + worker);
+    for (size_t row = 0; row + 4 <= values.size(); row += 4) {
+      double sum = 0;
+      for (size_t k = 0; k < 4; ++k) sum += std::exp(values[row + k]);
+      c.expect(std::abs(sum - 1) < 1e-4, std::string("softmax row sums to 1 on ") + worker);
+    }
+  }
+}
+
+void checkProfiler(const std::string& dir, Checker& c) {
+  const std::string root = dir + "/profiler-output";
+  bool systemFile = false;
+  for (const auto& e : fs::recursive_directory_iterator(root + "/system"))
+    systemFile = systemFile || (e.path().filename().string().find(".algo-1.json") != std::string::npos);
+  c.expect(systemFile, "a system metrics file algo-1");
+  c.expect(fs::exists(root + "/system/training_job_end.ts"), "profiler end marker");
+  strata::profiler::TimelineReader reader(root);
+  c.expect(reader.files().size() >= 2, "a trace file per rank");
+  for (const auto& f : reader.files()) {
+    std::ifstream in(f.path);
+    std::stringstream text;
+    text << in.rdbuf();
+    // Perfetto's requirements, strict nesting per (pid, tid) included.
+    for (const auto& p : strata::profiler::testing::perfettoProblems(nlohmann::json::parse(text.str())))
+      c.expect(false, f.path + ": " + p);
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    strata::profiler::TraceQuery q;
+    q.rank = rank;
+    std::map<std::string, std::multiset<std::string>> names;  // phase -> names
+    std::set<int64_t> stepNums, stepEvents;
+    for (const auto& e : reader.events(q)) {
+      names[e.phase].insert(e.name);
+      if (e.stepNum()) stepNums.insert(*e.stepNum());
+      if (e.phase == "Step:ModeKeys.TRAIN" && e.stepNum()) stepEvents.insert(*e.stepNum());
+    }
+    const std::string r = "rank " + std::to_string(rank) + ": ";
+    c.expect(stepEvents == std::set<int64_t>{1, 2, 3}, r + "step events of the window");
+    c.expect(*stepNums.begin() >= kWindowStart && *stepNums.rbegin() < kWindowStart + kWindowSteps,
+             r + "events only inside the window");
+    for (const char* layer : {"fc1", "relu", "fc2", "log_softmax"}) {
+      c.expect(names["Forward-SubModuleInternal"].count(layer) == kWindowSteps, r + "forward of " + layer);
+      c.expect(names["Backward-SubModuleInternal"].count(layer) == kWindowSteps, r + "backward of " + layer);
+    }
+    c.expect(names["Forward"].count("Sequential") >= kWindowSteps, r + "model forward");
+    c.expect(names["Backward(post-forward)"].count("Sequential") == kWindowSteps, r + "model backward");
+    c.expect(names["AllReduce"].size() >= kWindowSteps, r + "AllReduce per bucket");
+    c.expect(names["AllReduceWait"].size() == kWindowSteps, r + "exposed AllReduce wait");
+    c.expect(names["DataLoaderIter"].size() == kWindowSteps, r + "data loading");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    strata::init(argc, argv);
+    const std::string dir = strata::outputDir();
+    const int rank = strata::rank();
+    train();
+    // The system sampler (every 100 ms) writes from its second sample on: give it a few
+    // intervals, as any real job's duration does.
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    strata::finalize();
+    if (rank != 0) return 0;
+    Checker c;
+    checkTrial(dir, c);
+    checkProfiler(dir, c);
+    std::printf(c.problems == 0 ? "PASS\n" : "%d problem(s)\n", c.problems);
+    return c.problems == 0 ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
