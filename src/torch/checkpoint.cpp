@@ -342,6 +342,40 @@ void loadLocalTensors(InputArchive& root, DistributedModel& model, const std::st
   }
 }
 
+// Reads "a.b.c" of a module archive: sub-archive a, then b, then the tensor c.
+torch::Tensor readByPath(InputArchive& root, const std::string& path, bool isBuffer) {
+  std::vector<std::string> parts;
+  for (size_t begin = 0;;) {
+    const size_t dot = path.find('.', begin);
+    parts.push_back(path.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin));
+    if (dot == std::string::npos) break;
+    begin = dot + 1;
+  }
+  std::vector<InputArchive> chain(parts.size());
+  InputArchive* current = &root;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    STRATA_CHECK(current->try_read(parts[i], chain[i]), "the model file has no \"", path, "\"");
+    current = &chain[i];
+  }
+  torch::Tensor value;
+  STRATA_CHECK(current->try_read(parts.back(), value, isBuffer), "the model file has no \"", path, "\"");
+  return value;
+}
+
+// A module archive (torch::save's layout) into the model's own tensors, in place: the
+// parameters keep their storage (optimizers, gradient buckets and user views hold it).
+void loadModuleInPlace(InputArchive& archive, torch::nn::Module& module, const std::string& source) {
+  torch::NoGradGuard noGrad;
+  auto copyInto = [&](const std::string& name, torch::Tensor& target, bool isBuffer) {
+    const torch::Tensor value = readByPath(archive, name, isBuffer);
+    STRATA_CHECK(target.sizes() == value.sizes(), source, ": \"", name, "\" has shape ", value.sizes(),
+                 ", the model's is ", target.sizes());
+    target.copy_(value);
+  };
+  for (auto& p : module.named_parameters(true)) copyInto(p.key(), p.value(), false);
+  for (auto& b : module.named_buffers(true)) copyInto(b.key(), b.value(), true);
+}
+
 struct RestoreWhat {
   bool rng = false;
   bool sampler = false;
@@ -412,7 +446,7 @@ std::optional<LoadResult> load(const std::string& dir, DistributedModel& model, 
     if (m.kind == ck::Kind::kFull) {
       const ck::ShardInfo& shard = m.shards.front();
       InputArchive archive = readArchive((fs::path(chosen) / shard.file).string(), shard.bytes);
-      model.module()->load(archive);
+      loadModuleInPlace(archive, *model.module(), shard.file);
       loadState(archive, model, optimizer, options, {true, result.sameLayout}, &result);
     } else {
       for (const ck::ShardInfo* shard : shardsToRead(m, rank)) {
@@ -438,7 +472,7 @@ std::optional<LoadResult> load(const std::string& dir, DistributedModel& model, 
 void load_module(const std::string& path, torch::nn::Module& module) {
   InputArchive archive;
   archive.load_from(path);
-  module.load(archive);
+  loadModuleInPlace(archive, module, path);
 }
 
 CheckpointManager::CheckpointManager(DistributedModel& model, DistributedOptimizer& optimizer,

@@ -1,0 +1,283 @@
+// Real-process checkpoint tests: a 2-rank data-parallel job (checkpoint_train_worker under
+// mpiexec) is stopped by SIGTERM at a random step and resumed, or SIGKILLed at a random
+// moment and restarted by `strata run --max-restarts`; it must reach bitwise the same
+// parameters (params_sha256) as an uninterrupted run, never hang, and never leave a corrupt
+// newest checkpoint. Seeds are printed; STRATA_TEST_SEED reproduces a run.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "checkpoint/catalog.h"
+#include "strata/exit_codes.h"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+const std::string kWorker = STRATA_CKPT_WORKER;
+const std::string kStrata = STRATA_CLI;
+const std::string kMpiexec = STRATA_MPIEXEC;
+const std::string kRunRoot = STRATA_CKPT_RUN_DIR;
+// Every job here finishes in a few seconds; a run still going after this is a hang.
+constexpr milliseconds kWallLimit{60000};
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+uint64_t testSeed() {
+  if (const char* s = std::getenv("STRATA_TEST_SEED")) return std::strtoull(s, nullptr, 10);
+  return static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+}
+
+struct Result {
+  bool exited = false;
+  int code = -1;       // exit code, or 128 + signal
+  bool timedOut = false;
+  std::string output;  // stdout + stderr
+};
+
+// Runs argv (in its own process group, so a timeout kills mpiexec's ranks too) with output to
+// `log`. `during` runs on the calling thread while the process lives (fault injection).
+Result run(const std::vector<std::string>& argv, const std::string& log,
+           const std::function<void(pid_t)>& during = nullptr) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  Result r;
+  if (rc != 0) {
+    r.output = "posix_spawn failed: " + std::string(std::strerror(rc));
+    return r;
+  }
+  if (during) during(pid);
+  const auto deadline = Clock::now() + kWallLimit;
+  int status = 0;
+  for (;;) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (Clock::now() > deadline) {
+      r.timedOut = true;
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  r.exited = !r.timedOut;
+  r.code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+  r.output = readFile(log);
+  return r;
+}
+
+std::vector<std::string> mpiexec(int ranks, const std::vector<std::string>& workerArgs) {
+  std::vector<std::string> argv = {kMpiexec, "-n", std::to_string(ranks), kWorker};
+  argv.insert(argv.end(), workerArgs.begin(), workerArgs.end());
+  return argv;
+}
+
+// The value after "<key>=" on the last line starting with `prefix`.
+std::string lastValue(const std::string& output, const std::string& prefix, const std::string& key) {
+  std::string found;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(prefix, 0) != 0) continue;
+    const size_t at = line.find(key + "=");
+    if (at == std::string::npos) continue;
+    found = line.substr(at + key.size() + 1);
+    found = found.substr(0, found.find(' '));
+  }
+  return found;
+}
+
+std::string freshDir(const std::string& name) {
+  const std::string dir = kRunRoot + "/" + name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+class CheckpointProcess : public ::testing::Test {
+ public:
+  void SetUp() override {
+    if (kMpiexec.empty()) GTEST_SKIP() << "built without MPI";
+  }
+  // The uninterrupted run's final params_sha256 for these flags (cached per flag set).
+  std::string reference(const std::vector<std::string>& flags, const std::string& name) {
+    const std::string dir = freshDir(name);
+    std::vector<std::string> args = {"--run-dir", dir};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const Result r = run(mpiexec(2, args), dir + "/log.txt");
+    EXPECT_EQ(r.code, 0) << r.output;
+    const std::string hash = lastValue(r.output, "final:", "params_sha256");
+    EXPECT_EQ(hash.size(), 64u) << r.output;
+    return hash;
+  }
+};
+
+void expectNewestComplete(const std::string& root) {
+  const auto entries = strata::checkpoint::listCheckpoints(root);
+  ASSERT_FALSE(entries.empty()) << "no checkpoint in " << root;
+  // The newest directory with a manifest must verify: a manifest is never written early.
+  for (const auto& e : entries) {
+    if (!e.hasManifest) continue;
+    const auto v = strata::checkpoint::verifyCheckpoint(e.path);
+    EXPECT_TRUE(v.complete) << e.path << ": " << v.why;
+    return;
+  }
+  ADD_FAILURE() << "no checkpoint with a manifest in " << root;
+}
+
+void resumeExactly(CheckpointProcess& t, const std::string& name, bool partial) {
+  const uint64_t seed = testSeed();
+  std::mt19937_64 rng(seed);
+  const int64_t steps = 24;
+  const int64_t stopAt = 1 + static_cast<int64_t>(rng() % (steps - 2));  // 1 .. steps-2
+  const int victim = static_cast<int>(rng() % 2);
+  std::cout << "seed " << seed << " (STRATA_TEST_SEED reproduces): SIGTERM to rank " << victim << " at step "
+            << stopAt << std::endl;
+  std::vector<std::string> flags = {"--steps", std::to_string(steps), "--every", "5"};
+  if (partial) flags.push_back("--partial");
+  const std::string expected = t.reference(flags, name + "-reference");
+
+  const std::string dir = freshDir(name);
+  std::vector<std::string> args = {"--run-dir", dir};
+  args.insert(args.end(), flags.begin(), flags.end());
+  std::vector<std::string> first = args;
+  first.insert(first.end(), {"--sigterm-at-step", std::to_string(stopAt), "--sigterm-rank", std::to_string(victim)});
+  const Result stopped = run(mpiexec(2, first), dir + "/first.txt");
+  ASSERT_FALSE(stopped.timedOut) << stopped.output;
+  EXPECT_EQ(stopped.code, strata::kExitStopped) << stopped.output;
+  EXPECT_EQ(lastValue(stopped.output, "final:", "step"), std::to_string(stopAt)) << stopped.output;
+  expectNewestComplete(dir + "/ckpt");
+
+  args.push_back("--resume");
+  const Result resumed = run(mpiexec(2, args), dir + "/second.txt");
+  ASSERT_FALSE(resumed.timedOut) << resumed.output;
+  EXPECT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_EQ(lastValue(resumed.output, "resumed", "step"), std::to_string(stopAt)) << resumed.output;
+  EXPECT_EQ(lastValue(resumed.output, "final:", "step"), std::to_string(steps)) << resumed.output;
+  EXPECT_EQ(lastValue(resumed.output, "final:", "params_sha256"), expected) << resumed.output;
+}
+
+TEST_F(CheckpointProcess, ExactResumeAfterSigtermAtARandomStepFull) { resumeExactly(*this, "sigterm-full", false); }
+
+TEST_F(CheckpointProcess, ExactResumeAfterSigtermAtARandomStepPartial) {
+  resumeExactly(*this, "sigterm-partial", true);
+}
+
+// The signal comes from outside at an arbitrary moment (as a spot reclaim does), to one rank.
+TEST_F(CheckpointProcess, ExternalSigtermToOneRankStopsBothWithACheckpoint) {
+  const uint64_t seed = testSeed();
+  std::mt19937_64 rng(seed);
+  const int victim = static_cast<int>(rng() % 2);
+  const int delayMs = 100 + static_cast<int>(rng() % 600);
+  std::cout << "seed " << seed << ": SIGTERM to rank " << victim << " " << delayMs << " ms into training"
+            << std::endl;
+  const std::vector<std::string> flags = {"--steps", "400", "--every", "1000", "--sleep-ms", "10"};
+  const std::string dir = freshDir("sigterm-external");
+  std::vector<std::string> args = {"--run-dir", dir};
+  args.insert(args.end(), flags.begin(), flags.end());
+  const Result r = run(mpiexec(2, args), dir + "/log.txt", [&](pid_t) {
+    const std::string pidFile = dir + "/pids/rank-" + std::to_string(victim) + ".pid";
+    const auto deadline = Clock::now() + milliseconds(20000);
+    while (!fs::exists(pidFile) && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(10));
+    std::this_thread::sleep_for(milliseconds(delayMs));
+    const pid_t pid = static_cast<pid_t>(std::atol(readFile(pidFile).c_str()));
+    if (pid > 0) kill(pid, SIGTERM);
+  });
+  ASSERT_FALSE(r.timedOut) << r.output;
+  EXPECT_EQ(r.code, strata::kExitStopped) << r.output;
+  const std::string step = lastValue(r.output, "final:", "step");
+  ASSERT_FALSE(step.empty()) << r.output;
+  EXPECT_EQ(lastValue(r.output, "saved", "step"), step) << "the stop wrote a checkpoint at the step it ended\n"
+                                                         << r.output;
+  expectNewestComplete(dir + "/ckpt");
+}
+
+// >= 20 runs: SIGKILL of a random rank at a random moment (during a step or a checkpoint
+// write); `strata run` restarts the job, which resumes from the newest complete checkpoint.
+TEST_F(CheckpointProcess, SigkillOfARandomRankTwentyRunsRestartAndFinishExactly) {
+  const uint64_t seed = testSeed();
+  std::mt19937_64 rng(seed);
+  std::cout << "seed " << seed << " (STRATA_TEST_SEED reproduces)" << std::endl;
+  const std::vector<std::string> flags = {"--steps", "12", "--every", "2", "--sleep-ms", "25"};
+  const std::string expected = reference(flags, "sigkill-reference");
+  constexpr int kRuns = 20;
+  int restarted = 0;
+  for (int i = 0; i < kRuns; ++i) {
+    const std::string dir = freshDir("sigkill-" + std::to_string(i));
+    const int victim = static_cast<int>(rng() % 2);
+    const int delayMs = static_cast<int>(rng() % 400);
+    std::vector<std::string> argv = {kStrata, "run", "--max-restarts", "4", "--restart-delay-ms", "50", "--",
+                                     kMpiexec, "-n", "2", kWorker, "--run-dir", dir, "--resume"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    const Result r = run(argv, dir + "/log.txt", [&](pid_t) {
+      const std::string pidFile = dir + "/pids/rank-" + std::to_string(victim) + ".pid";
+      const auto deadline = Clock::now() + milliseconds(20000);
+      while (!fs::exists(pidFile) && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(5));
+      std::this_thread::sleep_for(milliseconds(delayMs));
+      const pid_t pid = static_cast<pid_t>(std::atol(readFile(pidFile).c_str()));
+      if (pid > 0) kill(pid, SIGKILL);
+    });
+    SCOPED_TRACE("run " + std::to_string(i) + ": SIGKILL to rank " + std::to_string(victim) + " " +
+                 std::to_string(delayMs) + " ms after it started; log " + dir + "/log.txt");
+    ASSERT_FALSE(r.timedOut) << "hang\n" << r.output;
+    EXPECT_EQ(r.code, 0) << r.output;
+    EXPECT_EQ(lastValue(r.output, "final:", "params_sha256"), expected) << r.output;
+    expectNewestComplete(dir + "/ckpt");
+    if (r.output.find("restart 1 of") != std::string::npos) ++restarted;
+  }
+  std::cout << restarted << " of " << kRuns << " runs were restarted after the kill" << std::endl;
+  EXPECT_GE(restarted, kRuns / 2) << "most kills should land while the job runs";
+}
+
+// Incremental training: a full checkpoint of a 2-rank job continues in a 1-rank job.
+TEST_F(CheckpointProcess, FullCheckpointFromTwoRanksResumesOnOneRank) {
+  const std::string dir = freshDir("two-to-one");
+  const Result two = run(mpiexec(2, {"--run-dir", dir, "--steps", "6", "--every", "3"}), dir + "/two.txt");
+  ASSERT_EQ(two.code, 0) << two.output;
+  const std::string savedHash = lastValue(two.output, "saved", "params_sha256");
+  const Result one = run(mpiexec(1, {"--run-dir", dir, "--steps", "9", "--every", "3", "--resume"}), dir + "/one.txt");
+  ASSERT_EQ(one.code, 0) << one.output;
+  EXPECT_EQ(lastValue(one.output, "resumed", "step"), "6") << one.output;
+  EXPECT_EQ(lastValue(one.output, "resumed", "params_sha256"), savedHash) << one.output;
+  EXPECT_EQ(lastValue(one.output, "final:", "step"), "9") << one.output;
+}
+
+}  // namespace

@@ -1,0 +1,153 @@
+// A tiny data-parallel training job for the checkpoint process tests: a small MLP with
+// dropout (the generator's state matters) and Adam (the optimizer has state), trained on a
+// fixed synthetic data set through a DistributedSampler, with a CheckpointManager.
+//
+//   train_worker --run-dir D --steps N [--every K] [--resume] [--partial] [--sleep-ms S]
+//                [--sigterm-at-step K --sigterm-rank R]
+//
+// Rank 0 prints "resumed step=<k> params_sha256=<hex>" after a resume, "saved step=<k>
+// params_sha256=<hex>" after each checkpoint, and "final: step=<n> params_sha256=<hex>".
+// Every rank writes its pid to D/pids/rank-<r>.pid (the fault injector's targets). Exits
+// with CheckpointManager::exit_code() (strata::kExitStopped after SIGTERM).
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "checkpoint/sha256.h"
+#include "strata/checkpoint.h"
+#include "strata/strata.h"
+
+namespace {
+
+struct Flags {
+  std::string runDir;
+  int64_t steps = 20;
+  int64_t every = 0;
+  bool resume = false;
+  bool partial = false;
+  int sleepMs = 0;
+  int64_t sigtermAtStep = -1;
+  int sigtermRank = 0;
+  int64_t batch = 8;  // per rank
+};
+
+constexpr int64_t kSamples = 96;
+
+Flags parse(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&] { return std::string(i + 1 < argc ? argv[++i] : ""); };
+    if (a == "--run-dir") f.runDir = next();
+    else if (a == "--steps") f.steps = std::stoll(next());
+    else if (a == "--every") f.every = std::stoll(next());
+    else if (a == "--resume") f.resume = true;
+    else if (a == "--partial") f.partial = true;
+    else if (a == "--sleep-ms") f.sleepMs = std::stoi(next());
+    else if (a == "--sigterm-at-step") f.sigtermAtStep = std::stoll(next());
+    else if (a == "--sigterm-rank") f.sigtermRank = std::stoi(next());
+    else if (a == "--batch") f.batch = std::stoll(next());
+  }
+  return f;
+}
+
+std::string paramsSha256(torch::nn::Module& net) {
+  strata::checkpoint::Sha256 sha;
+  for (const auto& p : net.named_parameters(true)) {
+    const torch::Tensor t = p.value().detach().contiguous();
+    sha.update(p.key().data(), p.key().size());
+    sha.update(t.data_ptr(), static_cast<size_t>(t.numel()) * t.element_size());
+  }
+  return sha.hexDigest();
+}
+
+std::string configJson(const Flags& f) {
+  return std::string("{\"output_dir\": \"") + f.runDir + "\", \"checkpoint\": {\"dir\": \"" + f.runDir +
+         "/ckpt\", \"every_steps\": " + std::to_string(f.every) + ", \"resume\": " + (f.resume ? "true" : "false") +
+         ", \"keep\": 2}, \"profiler\": {\"disable_profiler\": true}}";
+}
+
+void writePid(const Flags& f) {
+  std::filesystem::create_directories(f.runDir + "/pids");
+  std::ofstream(f.runDir + "/pids/rank-" + std::to_string(strata::rank()) + ".pid") << getpid() << "\n";
+}
+
+int train(const Flags& f) {
+  torch::manual_seed(1234);  // the data set: the same on every rank and in every attempt
+  const torch::Tensor x = torch::randn({kSamples, 8});
+  const torch::Tensor y = torch::randint(0, 4, {kSamples}, torch::kInt64);
+  torch::manual_seed(7);
+  namespace nn = torch::nn;
+  auto net = nn::Sequential(nn::Linear(8, 32), nn::ReLU(), nn::Dropout(0.25), nn::Linear(32, 4), nn::LogSoftmax(1));
+  strata::DistributedModel model(net);
+  strata::DistributedOptimizer opt(torch::optim::Adam(model.parameters(), torch::optim::AdamOptions(0.01)), model);
+  strata::DistributedSampler::Options so;
+  so.seed = 3;
+  so.dropLast = true;
+  strata::DistributedSampler sampler(kSamples, so);
+  strata::CheckpointOptions co;
+  co.partial = f.partial ? 1 : 0;
+  strata::CheckpointManager ckpt(model, opt, &sampler, co);
+  int64_t step = ckpt.resume();
+  int64_t epoch = ckpt.epoch();
+  if (strata::rank() == 0 && step > 0)
+    std::printf("resumed step=%lld params_sha256=%s\n", (long long)step, paramsSha256(*net).c_str());
+  // A resumed sampler continues where the checkpoint left it; a fresh one starts its epoch,
+  // as a DataLoader's reset() does.
+  bool needReset = step == 0;
+  while (step < f.steps) {
+    if (needReset) sampler.reset();
+    needReset = false;
+    auto indices = sampler.next(static_cast<size_t>(f.batch));
+    if (!indices || static_cast<int64_t>(indices->size()) < f.batch) {
+      needReset = true;
+      ++epoch;
+      continue;
+    }
+    const torch::Tensor idx = torch::tensor(std::vector<int64_t>(indices->begin(), indices->end()), torch::kInt64);
+    opt.zero_grad();
+    model.step(x.index_select(0, idx), y.index_select(0, idx),
+               [](strata::DistributedModel& m, const torch::Tensor& xb, const torch::Tensor& yb) {
+                 auto loss = torch::nll_loss(m(xb), yb);
+                 m.backward(loss);
+                 return loss;
+               });
+    opt.step();
+    ++step;
+    if (f.sleepMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(f.sleepMs));
+    if (step == f.sigtermAtStep && strata::rank() == f.sigtermRank) std::raise(SIGTERM);
+    const std::string before = ckpt.last_saved();
+    const bool stop = ckpt.after_step(step, epoch);
+    if (strata::rank() == 0 && ckpt.last_saved() != before)
+      std::printf("saved step=%lld params_sha256=%s\n", (long long)step, paramsSha256(*net).c_str());
+    std::fflush(stdout);
+    if (stop) break;
+  }
+  if (strata::rank() == 0)
+    std::printf("final: step=%lld params_sha256=%s\n", (long long)step, paramsSha256(*net).c_str());
+  return ckpt.exit_code();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Flags f = parse(argc, argv);
+  try {
+    strata::InitOptions io;
+    io.configJson = configJson(f);
+    strata::init(io);
+    writePid(f);
+    const int code = train(f);
+    strata::finalize();
+    return code;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_worker: %s\n", e.what());
+    return 1;
+  }
+}
