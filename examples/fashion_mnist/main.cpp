@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
+#include <thread>
 
 #include "fashion_mnist.h"
 #include "strata/debugger.h"
@@ -31,6 +32,7 @@ struct Flags {
   double lr = 0.05;
   uint64_t seed = 1;
   std::string dataDir = fashion::kDefaultDataDir;
+  int slowLoaderMs = 0;  // a data loader slowed on purpose (the Dataloader rule's end-to-end test)
 };
 
 torch::nn::Sequential makeCnn() {
@@ -139,8 +141,16 @@ int run(const Flags& flags) {
   so.seed = flags.seed;
   so.dropLast = true;
   strata::DistributedSampler sampler(*train.size(), so);
-  auto loader = torch::data::make_data_loader(train.map(torch::data::transforms::Stack<>()), sampler,
-                                              torch::data::DataLoaderOptions().batch_size(localBatch));
+  // --slow-loader-ms: each example's fetch sleeps its share of the batch's delay.
+  const auto exampleDelay = std::chrono::microseconds(int64_t{flags.slowLoaderMs} * 1000 / localBatch);
+  auto loader = torch::data::make_data_loader(
+      train
+          .map(torch::data::transforms::Lambda<torch::data::Example<>>([exampleDelay](torch::data::Example<> e) {
+            if (exampleDelay.count() > 0) std::this_thread::sleep_for(exampleDelay);
+            return e;
+          }))
+          .map(torch::data::transforms::Stack<>()),
+      sampler, torch::data::DataLoaderOptions().batch_size(localBatch));
   const int64_t stepsPerEpoch = static_cast<int64_t>(sampler.samples_per_rank()) / localBatch;
   if (strata::rank() == 0)
     std::printf("Fashion-MNIST: %d rank(s), global batch %lld (%lld per rank), %lld steps per epoch, %d thread(s) per rank\n",
@@ -214,6 +224,8 @@ int main(int argc, char** argv) {
   app.add_option("--lr", flags.lr, "learning rate")->check(CLI::PositiveNumber);
   app.add_option("--seed", flags.seed, "seed of the initial weights and the shuffle");
   app.add_option("--data-dir", flags.dataDir, "folder with the Fashion-MNIST .gz files");
+  app.add_option("--slow-loader-ms", flags.slowLoaderMs, "sleep this long in the data loader per batch (tests)")
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
   try {
     strata::init(argc, argv);

@@ -261,7 +261,18 @@ class StepOutlier final : public MetricRuleBase {
 // Dataloader: the median number of data-loading processes running per second against the cores
 // (min_threshold..max_threshold % of them). Default mode counts processes and cores per node;
 // the reference pools all nodes.
+// Strata addition (default mode): the share of each step a rank spends waiting for its next
+// batch (DataLoaderIter slices, which end where the step begins), which catches a slow loader
+// whatever the number of loader processes: it fires when a rank's mean wait is more than
+// `wait_threshold` % of mean wait + mean step, over at least kMinWaitSamples of each so far.
 constexpr size_t kMaxParallelSamples = 1000;  // dataloader.py resets its list beyond this
+constexpr int64_t kMinWaitSamples = 10;
+
+// Pure: the % of a step spent waiting for data, from the mean wait and the mean step time.
+double dataWaitPercent(double meanWaitUs, double meanStepUs) {
+  const double total = meanWaitUs + meanStepUs;
+  return total > 0 ? 100.0 * meanWaitUs / total : 0.0;
+}
 
 class Dataloader final : public MetricRuleBase {
  public:
@@ -270,6 +281,7 @@ class Dataloader final : public MetricRuleBase {
     min_ = p.number("min_threshold", 70);
     max_ = p.number("max_threshold", 200);
     patience_ = p.integer("patience", 10);
+    waitThreshold_ = p.number("wait_threshold", 50);
     p.number("scan_interval_us", 60000000);
     compat_ = p.boolean("compat", ctx.compat);
     p.checkAllUsed();
@@ -309,8 +321,24 @@ class Dataloader final : public MetricRuleBase {
         prefetch_ = nullptr;
       }
       if (e.name.find("Prefetch") != std::string::npos) prefetch_ = true;
+      if (!compat_) {
+        if (e.phase == "DataLoaderIter") {
+          WaitStats& r = wait_[eventNodeKey(e)];
+          r.waitUs += static_cast<double>(e.durationUs());
+          ++r.waits;
+        } else if (isStepEvent(e)) {
+          WaitStats& r = wait_[eventNodeKey(e)];
+          r.stepUs += static_cast<double>(e.durationUs());
+          ++r.steps;
+        }
+      }
     }
-    if (perSecond.empty()) return {};
+    const std::string waitMsg = compat_ ? std::string() : dataWaitMessage();
+    if (perSecond.empty()) {
+      if (waitMsg.empty()) return {};
+      report_.ruleTriggered = 1;
+      return {finding(w, waitMsg)};
+    }
     for (const auto& kv : perSecond) parallel_.push_back(static_cast<double>(kv.second.size()));
     median_ = static_cast<int64_t>(stats::median(parallel_));
     const bool enough = static_cast<int64_t>(parallel_.size()) > patience_;
@@ -325,13 +353,46 @@ class Dataloader final : public MetricRuleBase {
       msg = c10::str("a median of ", median_, " data-loading processes ran in parallel on ", cores_,
                      " cores (above ", num(max_), "% of the cores): they compete for the CPUs");
     }
+    if (!waitMsg.empty()) msg = msg.empty() ? waitMsg : msg + "; " + waitMsg;
     if (report_.violations > 0) report_.ruleTriggered = 1;
     if (msg.empty()) return {};
     return {finding(w, msg)};
   }
 
  private:
+  struct WaitStats {
+    double waitUs = 0, stepUs = 0;
+    int64_t waits = 0, steps = 0;
+  };
+
+  // The rank waiting longest for data, when above wait_threshold (counted as a violation).
+  std::string dataWaitMessage() {
+    const std::string* worst = nullptr;
+    double worstPercent = -1;
+    for (const auto& [key, r] : wait_) {
+      if (r.waits < kMinWaitSamples || r.steps < kMinWaitSamples) continue;
+      const double percent = dataWaitPercent(r.waitUs / r.waits, r.stepUs / r.steps);
+      if (percent > worstPercent) {
+        worstPercent = percent;
+        worst = &key;
+      }
+    }
+    if (worst == nullptr || worstPercent <= waitThreshold_) return "";
+    ++report_.violations;
+    const WaitStats& r = wait_.at(*worst);
+    return c10::str(*worst, " waits for its next batch ", fixed(worstPercent), "% of each step (",
+                    fixed(r.waitUs / r.waits / 1000), " ms loading, ", fixed(r.stepUs / r.steps / 1000),
+                    " ms computing; threshold ", num(waitThreshold_), "%): the data loader is the bottleneck");
+  }
+
   void addDetails(RuleReport& r) const override {
+    for (const auto& [key, st] : wait_) {
+      if (st.waits == 0 || st.steps == 0) continue;
+      r.details["data_wait"][key] = {{"percent", dataWaitPercent(st.waitUs / st.waits, st.stepUs / st.steps)},
+                                     {"wait_ms", st.waitUs / st.waits / 1000},
+                                     {"step_ms", st.stepUs / st.steps / 1000},
+                                     {"batches", st.waits}};
+    }
     if (median_ < 0) return;
     if (!pinMemory_.empty()) r.details["pin_memory"] = pinMemory_ == "True" || pinMemory_ == "true" || pinMemory_ == "1";
     if (!numWorkers_.empty()) {
@@ -357,8 +418,9 @@ class Dataloader final : public MetricRuleBase {
     r.details["dataloading_time"] = t;
   }
 
-  double min_, max_;
+  double min_, max_, waitThreshold_;
   int64_t patience_;
+  std::map<std::string, WaitStats> wait_;  // per node key (rank), run so far
   int cores_ = 0;
   std::vector<double> parallel_;
   int64_t median_ = -1;

@@ -198,7 +198,8 @@ std::vector<RuleSpec> makeSpecs() {
        {}},
       {"Dataloader",
        true,
-       {{"min_threshold", K::kNonNegative}, {"max_threshold", K::kNonNegative}, kPatience, kScan},
+       {{"min_threshold", K::kNonNegative}, {"max_threshold", K::kNonNegative}, kPatience, kScan,
+        {"wait_threshold", K::kNonNegative}},  // Strata: % of a step spent waiting for data
        {},
        {}},
       {"OverallSystemUsage", true, {kScan}, {}, {}},

@@ -344,6 +344,46 @@ TEST(Dataloader, TooFewAndTooManyLoaders) {
   EXPECT_TRUE(runMetricRule("Dataloader", json::object(), loaderStream(1, 10)).findings.empty());  // patience 10
 }
 
+// `batches` steps of rank 0: a DataLoaderIter wait of `waitUs` ending where a step of
+// `stepUs` begins (as the profiler records them), on an 8-core host. The loader events span
+// less than `patience` seconds, so the reference's process count never judges them.
+std::unique_ptr<VectorMetricSource> waitStream(int batches, int64_t waitUs, int64_t stepUs) {
+  auto src = std::make_unique<VectorMetricSource>();
+  int64_t t = kT0;
+  for (int s = 0; s <= 20; ++s) addSnapshot(*src, kT0 + s * kSec, "algo-1", Snapshot{std::vector<double>(8, 50), {}, {}, {}});
+  for (int b = 0; b < batches; ++b) {
+    FrameworkEvent load = event(0, "DataLoaderIter", "DataLoaderIter", t, waitUs);
+    src->push(load);
+    src->push(stepEvent(0, b, t + waitUs, stepUs));
+    t += waitUs + stepUs;
+  }
+  return src;
+}
+
+TEST(Dataloader, SlowLoaderFiresAboveTheWaitThreshold) {
+  // 30 ms waiting + 20 ms computing: 60 % of each step waiting, above the default 50 %.
+  auto slow = runMetricRule("Dataloader", json::object(), waitStream(12, 30000, 20000));
+  ASSERT_EQ(slow.findings.size(), 1u);
+  EXPECT_NE(slow.findings[0].message.find("algo-1-0 waits for its next batch 60.0% of each step"), std::string::npos)
+      << slow.findings[0].message;
+  EXPECT_EQ(slow.report["RuleTriggered"], 1);
+  EXPECT_DOUBLE_EQ(slow.report["Details"]["data_wait"]["algo-1-0"]["percent"].get<double>(), 60.0);
+  EXPECT_EQ(slow.report["Details"]["data_wait"]["algo-1-0"]["batches"], 12);
+  // Exactly at the threshold does not fire (strictly more than wait_threshold %).
+  EXPECT_TRUE(runMetricRule("Dataloader", json::object(), waitStream(12, 25000, 25000)).findings.empty());
+  EXPECT_FALSE(runMetricRule("Dataloader", json::object(), waitStream(12, 25001, 25000)).findings.empty());
+  EXPECT_TRUE(runMetricRule("Dataloader", {{"wait_threshold", 70}}, waitStream(12, 30000, 20000)).findings.empty());
+  // Fewer than 10 batches: not enough to judge.
+  EXPECT_TRUE(runMetricRule("Dataloader", json::object(), waitStream(9, 30000, 20000)).findings.empty());
+  EXPECT_FALSE(runMetricRule("Dataloader", json::object(), waitStream(10, 30000, 20000)).findings.empty());
+  // A fast loader: no finding.
+  EXPECT_TRUE(runMetricRule("Dataloader", json::object(), waitStream(50, 100, 20000)).findings.empty());
+}
+
+TEST(Dataloader, CompatIgnoresTheWait) {
+  EXPECT_TRUE(runMetricRule("Dataloader", json::object(), waitStream(12, 30000, 20000), true).findings.empty());
+}
+
 TEST(OverallSystemUsage, PerNodeStatistics) {
   auto src = std::make_unique<VectorMetricSource>();
   for (int i = 0; i <= 100; ++i)

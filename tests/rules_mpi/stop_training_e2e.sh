@@ -7,7 +7,8 @@
 #   3. the same with the rules in a separate `strata rules --watch` process: its stop file
 #      stops both ranks;
 #   4. a healthy run with the demo's rules (examples/fashion_mnist/job.json) fires no
-#      training rule and is not stopped.
+#      training rule and is not stopped;
+#   5. a data loader slowed on purpose (30 ms per batch) makes the Dataloader rule fire.
 # Each run must exit 0 with every rank reporting the same step.
 set -euo pipefail
 MPIEXEC="$1"; EXAMPLE="$2"; STRATA="$3"; SOURCE_DIR="$4"
@@ -96,8 +97,19 @@ echo "watched: both ranks stopped at step $step by the watcher's stop file"
 sed -e "s#\"output_dir\": *\"[^\"]*\"#\"output_dir\": \"$WORK/healthy\"#" "$SOURCE_DIR/examples/fashion_mnist/job.json" > "$WORK/healthy.json"
 run healthy "$WORK/healthy.json" --max-steps 400
 grep -q 'stopped at step' "$WORK/healthy.log" && fail "healthy: the run was stopped"
-for rule in LossNotDecreasing ExplodingTensor VanishingGradient; do
+for rule in LossNotDecreasing ExplodingTensor VanishingGradient Dataloader; do
   [ "$(status_of "$WORK/healthy" "$rule")" = NoIssuesFound ] || fail "healthy: $rule is $(status_of "$WORK/healthy" "$rule")"
 done
 echo "healthy: no training rule fired"
+
+# 5. A slow data loader.
+cat > "$WORK/slow.json" <<JSON
+{"output_dir": "$WORK/slow",
+ "profiler": {"framework_profile": {"start_step": 5, "num_steps": 20}},
+ "rules": [{"name": "ProfilerReport"}]}
+JSON
+run slow "$WORK/slow.json" --max-steps 40 --slow-loader-ms 30
+[ "$(status_of "$WORK/slow" Dataloader)" = IssuesFound ] || fail "slow: Dataloader is $(status_of "$WORK/slow" Dataloader)"
+grep -q 'rule Dataloader: IssuesFound .*waits for its next batch' "$WORK/slow.log" || fail "slow: no Dataloader finding logged"
+echo "slow: Dataloader fired"
 echo PASS
