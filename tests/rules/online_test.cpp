@@ -7,10 +7,12 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "debugger/trial_writer.h"
 #include "rules/online.h"
+#include "rules/run.h"
 #include "runtime/stop.h"
 #include "strata/errors.h"
 #include "strata/runtime.h"
@@ -40,6 +42,16 @@ TEST(OnlineRules, StopTrainingFromTheThreadReachesShouldStop) {
                                   RuleSpec{"ExplodingTensor"}},
                                  o);
   ASSERT_NE(runner, nullptr);
+  // The job's rules are recorded, so `strata rules RUN_DIR` later runs the same ones.
+  bool compat = false;
+  std::string source;
+  const std::vector<RuleSpec> recorded = loadRuleSpecs(dir.string(), "", &compat, &source);
+  ASSERT_EQ(recorded.size(), 2u) << source;
+  EXPECT_EQ(recorded[0].name, "LossNotDecreasing");
+  EXPECT_EQ(recorded[0].parameters["num_steps"], 2);
+  EXPECT_EQ(recorded[0].actions, nlohmann::json::array({"StopTraining"}));
+  EXPECT_EQ(recorded[1].name, "ExplodingTensor");
+  EXPECT_NE(source.find("rules.json"), std::string::npos) << source;
 
   debugger::TrialWriterOptions wo;
   wo.trialDir = dir.string();
@@ -91,6 +103,24 @@ TEST(OnlineRules, StopTrainingFromTheThreadReachesShouldStop) {
 
   StopSignal::global().reset();
   runtime::resetStop();
+  fs::remove_all(dir);
+}
+
+TEST(OnlineRules, UsersRulesFileIsLeftAlone) {
+  const fs::path dir = fs::temp_directory_path() / ("strata_online_keep_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string mine = R"({"rules": [{"name": "AllZero", "parameters": {"tensor_regex": "x"}}]})";
+  std::ofstream(dir / "rules.json") << mine;
+  OnlineRulesOptions o;
+  o.runDir = dir.string();
+  o.interval = std::chrono::milliseconds(50);
+  auto runner = startOnlineRules({RuleSpec{"ExplodingTensor"}}, o);
+  stopOnlineRules(runner);
+  std::ifstream in(dir / "rules.json");
+  std::stringstream content;
+  content << in.rdbuf();
+  EXPECT_EQ(content.str(), mine);
   fs::remove_all(dir);
 }
 
