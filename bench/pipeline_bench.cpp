@@ -6,8 +6,9 @@
 //
 // Every rank runs with torch::set_num_threads(1). A step's time is the slowest rank's
 // executor time (median over --steps timed steps after one warm-up step that also plans).
-// Measured bubble = 1 - mean over ranks of compute / step (the simulator's convention:
-// idle / (ranks x step)). The single-process baselines run on rank 0 while rank 1 sleeps in a
+// Measured bubble = 1 - (compute summed over ranks) / (ranks x step), the simulator's
+// convention (idle / (ranks x step)). The single-process baselines run on rank 0 while
+// rank 1 sleeps in a
 // blocking receive (no spinning), accumulating the same m microbatches.
 // Ends with the summary lines of issue 4.
 #include <CLI/CLI.hpp>
@@ -17,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <numeric>
+#include <thread>
 
 #include "strata/strata.h"
 
@@ -29,13 +31,45 @@ struct Options {
   int64_t width = 512;
   int layers = 8;
   int64_t batch = 64;
+  double sleepMs = 0;  // > 0: sleep layers instead of Linear+ReLU (see SleepLayer)
 };
+
+// A layer that costs time but no CPU: forward sleeps `ms` per sample-block, backward twice
+// as long. With it the pipeline's timing (bubble, overlap of 2 stages) can be measured on a
+// loaded machine; the compute is perfectly parallel, so it checks the executor and schedule,
+// not BLAS. The time scales with the microbatch size (ms per 8 samples), as real layers do.
+struct SleepFn : torch::autograd::Function<SleepFn> {
+  static void sleepFor(double ms) { std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms)); }
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, double ms) {
+    const double scaled = ms * static_cast<double>(x.size(0)) / 8.0;
+    ctx->saved_data["ms"] = scaled;
+    sleepFor(scaled);
+    return x.clone();
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    sleepFor(2 * ctx->saved_data["ms"].toDouble());
+    return {grads[0], torch::Tensor()};
+  }
+};
+
+struct SleepLayerImpl : torch::nn::Module {
+  explicit SleepLayerImpl(double ms) : ms(ms) { weight = register_parameter("weight", torch::ones({1})); }
+  torch::Tensor forward(torch::Tensor x) { return SleepFn::apply(x, ms) * weight; }
+  double ms;
+  torch::Tensor weight;
+};
+TORCH_MODULE(SleepLayer);
 
 // `layers` Linear+ReLU pairs of equal width: balanced stages.
 torch::nn::Sequential balancedNet(const Options& o) {
   torch::manual_seed(0);
   torch::nn::Sequential net;
   for (int i = 0; i < o.layers; ++i) {
+    if (o.sleepMs > 0) {
+      net->push_back(SleepLayer(o.sleepMs));
+      continue;
+    }
     net->push_back(torch::nn::Linear(o.width, o.width));
     net->push_back(torch::nn::ReLU());
   }
@@ -48,6 +82,10 @@ torch::nn::Sequential unbalancedNet(const Options& o) {
   const std::vector<int64_t> widths = {o.width, 2 * o.width, o.width / 2, o.width, o.width / 2, o.width / 2,
                                        o.width};
   torch::nn::Sequential net;
+  if (o.sleepMs > 0) {  // 1, 4, 1, 2, 1, 1, 2, 1 units
+    for (double units : {1, 4, 1, 2, 1, 1, 2, 1}) net->push_back(SleepLayer(o.sleepMs * units));
+    return net;
+  }
   int64_t in = o.width;
   for (int64_t w : widths) {
     net->push_back(torch::nn::Linear(in, w));
@@ -85,7 +123,7 @@ Result runPipeline(torch::nn::Sequential net, const Options& o, const std::strin
   strata::DistributedOptimizer opt(torch::optim::SGD(model.parameters(), 1e-3), model);
   torch::set_num_threads(1);
   torch::manual_seed(1);
-  const torch::Tensor x = torch::randn({o.batch, net[0]->as<torch::nn::Linear>()->options.in_features()});
+  const torch::Tensor x = torch::randn({o.batch, o.width});
   const torch::Tensor y = torch::randn({o.batch, o.width});
   std::vector<double> steps, bubbles;
   std::vector<int64_t> stash(static_cast<size_t>(strata::size()), 0);
@@ -96,12 +134,12 @@ Result runPipeline(torch::nn::Sequential net, const Options& o, const std::strin
     opt.step();
     if (s == 0) continue;  // warm-up: profiles and plans
     const strata::PipelineStats st = model.pipeline_stats();
-    double v[2] = {st.stepSeconds, 1.0 - st.computeSeconds / st.stepSeconds};
-    double worst = v[0];
+    // The simulator's convention: idle / (ranks x step), step = the slowest rank's time.
+    double worst = st.stepSeconds, compute = st.computeSeconds;
     strata::world().allreduce(&worst, &worst, 1, strata::DType::kFloat64, strata::ReduceOp::kMax);
-    strata::world().allreduce(&v[1], &v[1], 1, strata::DType::kFloat64, strata::ReduceOp::kAvg);
+    strata::world().allreduce(&compute, &compute, 1, strata::DType::kFloat64, strata::ReduceOp::kSum);
     steps.push_back(worst);
-    bubbles.push_back(v[1]);
+    bubbles.push_back(1.0 - compute / (strata::size() * worst));
     int64_t mine = st.peakStashBytes;
     std::vector<int64_t> all(static_cast<size_t>(strata::size()));
     strata::world().allgather(&mine, all.data(), 1, strata::DType::kInt64);
@@ -126,34 +164,61 @@ std::string mpConfig(const std::string& pipeline, int p, int m, int v = 1, const
   return json + "}";
 }
 
-// One process on rank 0 (rank 1 blocks in a receive): m microbatches accumulated with
-// `threads` intra-op threads. Returns the median step seconds (broadcast to every rank).
-double runSingleProcess(const Options& o, int m, int threads) {
+// One step of one process on rank 0 (rank 1 blocks in a receive, not spinning): m
+// microbatches accumulated with `threads` intra-op threads. Returns the step seconds on
+// every rank.
+double singleProcessStep(torch::nn::Sequential& net, torch::optim::SGD& opt, const torch::Tensor& x,
+                         const torch::Tensor& y, int m, int threads) {
   double seconds = 0;
   if (strata::rank() == 0) {
-    auto net = balancedNet(o);
-    torch::optim::SGD opt(net->parameters(), 1e-3);
     torch::set_num_threads(threads);
-    torch::manual_seed(1);
-    const torch::Tensor x = torch::randn({o.batch, o.width}), y = torch::randn({o.batch, o.width});
-    std::vector<double> steps;
-    for (int s = 0; s <= o.steps; ++s) {
-      const auto start = Clock::now();
-      opt.zero_grad();
-      for (int mb = 0; mb < m; ++mb) {
-        const int64_t size = o.batch / m;
-        (torch::mse_loss(net->forward(x.narrow(0, mb * size, size)), y.narrow(0, mb * size, size)) / m).backward();
-      }
-      opt.step();
-      if (s > 0) steps.push_back(std::chrono::duration<double>(Clock::now() - start).count());
-    }
+    const auto start = Clock::now();
+    opt.zero_grad();
+    const int64_t size = x.size(0) / m;
+    for (int mb = 0; mb < m; ++mb)
+      (torch::mse_loss(net->forward(x.narrow(0, mb * size, size)), y.narrow(0, mb * size, size)) / m).backward();
+    opt.step();
+    seconds = std::chrono::duration<double>(Clock::now() - start).count();
     torch::set_num_threads(1);
-    seconds = median(steps);
     for (int r = 1; r < strata::size(); ++r) strata::world().send(&seconds, sizeof(seconds), r, 77);
   } else {
     strata::world().recv(&seconds, sizeof(seconds), 0, 77);
   }
   return seconds;
+}
+
+struct Speedup {
+  double pipeline = 0, oneThread = 0, twoThreads = 0;
+};
+
+// 2 stages against one process with 1 and 2 threads, the three measured in rotation (each
+// round one step of each) so that all see the same background load; medians.
+Speedup compareWithOneProcess(const Options& o, int m) {
+  auto pipeNet = balancedNet(o);
+  strata::DistributedModelOptions options;
+  options.modelParallel = mpConfig("interleaved", strata::size(), m);
+  strata::DistributedModel model(pipeNet, options);
+  strata::DistributedOptimizer opt(torch::optim::SGD(model.parameters(), 1e-3), model);
+  auto net = balancedNet(o);
+  torch::optim::SGD single(net->parameters(), 1e-3);
+  torch::manual_seed(1);
+  const torch::Tensor x = torch::randn({o.batch, o.width}), y = torch::randn({o.batch, o.width});
+  std::vector<double> pipe, one, two;
+  for (int round = 0; round <= o.steps; ++round) {
+    strata::barrier();
+    opt.zero_grad();
+    model.step(x, y, mse);
+    opt.step();
+    double t = model.pipeline_stats().stepSeconds;
+    strata::world().allreduce(&t, &t, 1, strata::DType::kFloat64, strata::ReduceOp::kMax);
+    const double a = singleProcessStep(net, single, x, y, m, 1);
+    const double b = singleProcessStep(net, single, x, y, m, 2);
+    if (round == 0) continue;  // warm-up (the pipeline plans)
+    pipe.push_back(t);
+    one.push_back(a);
+    two.push_back(b);
+  }
+  return {median(pipe), median(one), median(two)};
 }
 
 std::string bytesList(const std::vector<int64_t>& v) {
@@ -177,19 +242,25 @@ int main(int argc, char** argv) {
   app.add_option("--width", o.width, "layer width");
   app.add_option("--layers", o.layers, "Linear+ReLU pairs of the balanced model");
   app.add_option("--batch", o.batch, "batch per step");
+  app.add_option("--sleep-ms", o.sleepMs, "sleep layers of this many ms forward per 8 samples (0: real compute)");
   CLI11_PARSE(app, argc, argv);
   strata::init(argc, argv);
   torch::set_num_threads(1);
   const int p = strata::size();
   const bool root = strata::rank() == 0;
   if (root) {
-    std::printf("# pipeline_bench: %d ranks, 1 thread each, balanced model %d x Linear(%lld,%lld)+ReLU, batch %lld, "
-                "%d timed steps (median)\n",
-                p, o.layers, (long long)o.width, (long long)o.width, (long long)o.batch, o.steps);
+    if (o.sleepMs > 0)
+      std::printf("# pipeline_bench: %d ranks, 1 thread each, balanced model %d x sleep layer (%.1f ms forward, "
+                  "%.1f ms backward per 8 samples), batch %lld, %d timed steps (median)\n",
+                  p, o.layers, o.sleepMs, 2 * o.sleepMs, (long long)o.batch, o.steps);
+    else
+      std::printf("# pipeline_bench: %d ranks, 1 thread each, balanced model %d x Linear(%lld,%lld)+ReLU, batch %lld, "
+                  "%d timed steps (median)\n",
+                  p, o.layers, (long long)o.width, (long long)o.width, (long long)o.batch, o.steps);
     std::printf("%-12s %2s %2s %2s %10s %10s %9s %9s %8s %8s %-14s %s\n", "schedule", "p", "m", "v", "step_ms",
                 "samples/s", "bubble%", "pred%", "meas/pred", "pred_ms", "peak_stash", "cut");
   }
-  double bubbleRatioInterleaved8 = 0, pipelineStep8 = 0;
+  double bubbleRatioInterleaved8 = 0;
   struct Row { std::string schedule; int m; int v; };
   const std::vector<Row> rows = {{"simple", 2, 1},      {"simple", 4, 1},      {"simple", 8, 1},
                                  {"interleaved", 2, 1}, {"interleaved", 4, 1}, {"interleaved", 8, 1},
@@ -199,46 +270,84 @@ int main(int argc, char** argv) {
     const double ratio = r.measuredBubble / std::max(1e-9, r.predictedBubble);
     if (row.schedule == "interleaved" && row.m == 8 && row.v == 1) {
       bubbleRatioInterleaved8 = ratio;
-      pipelineStep8 = r.stepSeconds;
     }
     if (root)
       std::printf("%-12s %2d %2d %2d %10.1f %10.1f %9.1f %9.1f %8.2f %8.1f %-14s %s\n", row.schedule.c_str(), p, row.m,
                   row.v, r.stepSeconds * 1e3, o.batch / r.stepSeconds, r.measuredBubble * 100, r.predictedBubble * 100,
                   ratio, r.predictedStepSeconds * 1e3, bytesList(r.stashBytes).c_str(), cutList(r.cut).c_str());
   }
-  const double one = runSingleProcess(o, 8, 1), two = runSingleProcess(o, 8, 2);
+  const Speedup sp = compareWithOneProcess(o, 8);
   if (root) {
-    std::printf("single process m=8: 1 thread %.1f ms (%.1f samples/s), 2 threads %.1f ms (%.1f samples/s); "
-                "2 stages %.1f ms\n",
-                one * 1e3, o.batch / one, two * 1e3, o.batch / two, pipelineStep8 * 1e3);
+    std::printf("m=8 in rotation: 2 stages %.1f ms (%.1f samples/s); one process 1 thread %.1f ms (%.1f samples/s), "
+                "2 threads %.1f ms (%.1f samples/s)\n",
+                sp.pipeline * 1e3, o.batch / sp.pipeline, sp.oneThread * 1e3, o.batch / sp.oneThread,
+                sp.twoThreads * 1e3, o.batch / sp.twoThreads);
   }
-  // Automatic partition against every manual cut of an unbalanced model (p = 2 only).
+  // Automatic partition against every manual cut of an unbalanced model (p = 2 only), all
+  // models alive at once and stepped in rotation so that they see the same background load.
   double autoStep = 0, bestManual = 1e30;
-  std::string bestCut;
   if (p == 2) {
-    const Result a = runPipeline(unbalancedNet(o), o, mpConfig("interleaved", 2, 8));
-    autoStep = a.stepSeconds;
     const int children = static_cast<int>(unbalancedNet(o)->size());
-    for (int cut = 2; cut < children; cut += 2) {  // after each Linear+Tanh pair
+    std::vector<std::string> configs = {mpConfig("interleaved", 2, 8)};
+    std::vector<int> cuts = {-1};
+    const int stride = o.sleepMs > 0 ? 1 : 2;  // real model: after each Linear+Tanh pair
+    for (int cut = stride; cut < children; cut += stride) {
       std::string manual = "{";
       for (int i = 0; i < children; ++i) manual += c10::str(i ? ", " : "", "\"", i, "\": ", i < cut ? 0 : 1);
-      manual += "}";
-      const Result r = runPipeline(unbalancedNet(o), o, mpConfig("interleaved", 2, 8, 1, manual));
-      if (root) std::printf("manual cut at %d: %.1f ms\n", cut, r.stepSeconds * 1e3);
-      if (r.stepSeconds < bestManual) {
-        bestManual = r.stepSeconds;
-        bestCut = std::to_string(cut);
+      configs.push_back(mpConfig("interleaved", 2, 8, 1, manual + "}"));
+      cuts.push_back(cut);
+    }
+    struct Candidate {
+      std::unique_ptr<strata::DistributedModel> model;
+      std::unique_ptr<strata::DistributedOptimizer> opt;
+      std::vector<double> steps;
+    };
+    std::vector<Candidate> candidates;
+    for (const auto& json : configs) {
+      strata::DistributedModelOptions options;
+      options.modelParallel = json;
+      Candidate c;
+      c.model = std::make_unique<strata::DistributedModel>(unbalancedNet(o), options);
+      c.opt = std::make_unique<strata::DistributedOptimizer>(torch::optim::SGD(c.model->parameters(), 1e-3), *c.model);
+      candidates.push_back(std::move(c));
+    }
+    torch::manual_seed(1);
+    const torch::Tensor x = torch::randn({o.batch, o.width}), y = torch::randn({o.batch, o.width});
+    for (int round = 0; round <= o.steps; ++round)
+      for (auto& c : candidates) {
+        strata::barrier();
+        c.opt->zero_grad();
+        c.model->step(x, y, mse);
+        c.opt->step();
+        double t = c.model->pipeline_stats().stepSeconds;
+        strata::world().allreduce(&t, &t, 1, strata::DType::kFloat64, strata::ReduceOp::kMax);
+        if (round > 0) c.steps.push_back(t);
+      }
+    int bestCut = -1;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      const double t = median(candidates[i].steps);
+      if (i == 0) {
+        autoStep = t;
+        if (root)
+          std::printf("auto partition (stages start at %s): %.1f ms\n",
+                      cutList(candidates[i].model->pipeline_stats().stageFirstLayer).c_str(), t * 1e3);
+      } else {
+        if (root) std::printf("manual cut at %d: %.1f ms\n", cuts[i], t * 1e3);
+        if (t < bestManual) {
+          bestManual = t;
+          bestCut = cuts[i];
+        }
       }
     }
-    if (root)
-      std::printf("auto partition (cut %s): %.1f ms; best manual (cut %s): %.1f ms\n", cutList(a.cut).c_str(),
-                  autoStep * 1e3, bestCut.c_str(), bestManual * 1e3);
+    if (root) std::printf("best manual cut at %d: %.1f ms\n", bestCut, bestManual * 1e3);
   }
   if (root) {
-    std::printf("# bubble measured/predicted interleaved p=%d m=8: %.2f\n", p, bubbleRatioInterleaved8);
-    std::printf("# speedup 2-stage/1-thread m=8: %.2f\n", one / pipelineStep8);
-    std::printf("# speedup 2-stage/2-thread m=8: %.2f\n", two / pipelineStep8);
-    if (p == 2) std::printf("# auto/best-manual step time: %.2f\n", autoStep / bestManual);
+    // Sleep layers tag their lines, so the real-compute lines stay the canonical ones.
+    const char* tag = o.sleepMs > 0 ? " (sleep layers)" : "";
+    std::printf("# bubble measured/predicted interleaved p=%d m=8%s: %.2f\n", p, tag, bubbleRatioInterleaved8);
+    std::printf("# speedup 2-stage/1-thread m=8%s: %.2f\n", tag, sp.oneThread / sp.pipeline);
+    std::printf("# speedup 2-stage/2-thread m=8%s: %.2f\n", tag, sp.twoThreads / sp.pipeline);
+    if (p == 2) std::printf("# auto/best-manual step time%s: %.2f\n", tag, autoStep / bestManual);
   }
   strata::finalize();
   return 0;

@@ -9,7 +9,11 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 OUT="$(dirname "$0")/results/pipeline.txt"
 mkdir -p "$(dirname "$OUT")"
+# shellcheck source=quiet.sh
+source "$(dirname "$0")/quiet.sh"
+QUIET_LOG=$(mktemp); wait_quiet "$QUIET_LOG"
 {
+  echo "# $(cat "$QUIET_LOG")"
   echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores"
   echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "# command: mpirun -np 2 $BUILD/bench/pipeline_bench --steps $STEPS --width $WIDTH --batch $BATCH"

@@ -2,6 +2,9 @@
 
 #include <torch/types.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <set>
 
 #include "core/errors.h"
@@ -15,6 +18,40 @@ namespace {
 
 // Tags of the inference forward: a microbatch number no training step uses.
 constexpr int kInferenceMicrobatch = 0xfffffe;
+constexpr uint64_t kPingTag = (uint64_t{0x50} << 56) | (uint64_t{2} << 48);
+
+// The link between pipeline ranks 0 and 1, for the simulator's prediction: latency from
+// small ping-pongs, bandwidth from 1 MiB ones (medians). Collective over the pipeline group
+// (ranks other than 0 and 1 only take part in nothing and return the default).
+LinkModel measureLink(Group& group) {
+  LinkModel link;
+  const int me = group.rank();
+  if (me > 1) return link;
+  const int peer = 1 - me;
+  auto roundTrips = [&](size_t bytes, int count) {
+    std::vector<uint8_t> buffer(bytes);
+    std::vector<double> rtts;
+    for (int i = 0; i < count; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      if (me == 0) {
+        group.send(buffer.data(), bytes, peer, kPingTag);
+        group.recv(buffer.data(), bytes, peer, kPingTag);
+      } else {
+        group.recv(buffer.data(), bytes, peer, kPingTag);
+        group.send(buffer.data(), bytes, peer, kPingTag);
+      }
+      rtts.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    std::sort(rtts.begin(), rtts.end());
+    return rtts[rtts.size() / 2];
+  };
+  constexpr size_t kLarge = 1 << 20;
+  const double small = roundTrips(8, 21), large = roundTrips(kLarge, 5);
+  link.latencySeconds = small / 2;
+  const double transfer = large / 2 - link.latencySeconds;
+  if (transfer > 0) link.bytesPerSecond = static_cast<double>(kLarge) / transfer;
+  return link;
+}
 
 }  // namespace
 
@@ -70,7 +107,17 @@ void Engine::makePlan(const torch::Tensor& sampleMicrobatch, Group& world) {
     costs[i].forwardSeconds = times[2 * i];
     costs[i].backwardSeconds = times[2 * i + 1];
   }
+  // The measured link (world rank 0's pipeline decides, like the profile).
+  double link[2] = {0, 0};
+  if (ppGroup_) {
+    const LinkModel measured = measureLink(*ppGroup_);
+    link[0] = measured.latencySeconds;
+    link[1] = std::isfinite(measured.bytesPerSecond) ? measured.bytesPerSecond : 0;
+  }
+  world.broadcast(link, 2, DType::kFloat64, 0);
   PlanRequest request;
+  request.link.latencySeconds = link[0];
+  if (link[1] > 0) request.link.bytesPerSecond = link[1];
   request.schedule.kind = parseScheduleKind(mp_.pipeline);
   request.schedule.partitions = mp_.partitions;
   request.schedule.microbatches = mp_.microbatches;
