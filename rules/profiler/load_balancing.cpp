@@ -65,7 +65,8 @@ class LoadBalancing final : public MetricRuleBase {
       Gpu& g = gpus_.get(s.node, s.name);
       if (g.counts.empty()) g.counts.assign(edges_.size() - 1, 0);
       ++g.n;
-      report_.datapoints = g.n;
+      gpuDatapoints_ = g.n;  // the reference: the last GPU's sample count
+      report_.datapoints = gpuDatapoints_ + rankSteps_;
       const int bin = stats::histogramBin(s.value, edges_);
       if (bin >= 0) ++g.counts[static_cast<size_t>(bin)];
     }
@@ -114,6 +115,8 @@ class LoadBalancing final : public MetricRuleBase {
     const double dur = static_cast<double>(e.durationUs());
     if (c == EventClass::kStep) {
       ++r.steps;
+      ++rankSteps_;  // default mode: the ranks' steps are datapoints too
+      report_.datapoints = gpuDatapoints_ + rankSteps_;
       r.stepUs += dur;
       if (heatStartUs_ < 0) heatStartUs_ = e.startUs;
       size_t col = static_cast<size_t>(std::max<int64_t>(0, e.startUs - heatStartUs_) / heatColUs_);
@@ -254,6 +257,7 @@ class LoadBalancing final : public MetricRuleBase {
   SeriesMap<Gpu> gpus_;
   std::map<std::string, nlohmann::json> distances_;
   std::map<int, RankStats> ranks_;
+  int64_t gpuDatapoints_ = 0, rankSteps_ = 0;
   nlohmann::json lastImbalance_;
   int64_t rankTriggers_ = 0;
   int64_t heatStartUs_ = -1;

@@ -198,7 +198,7 @@ struct Report {
     add("</div>");
     if (rows.front().triggered > 0)
       add("<p>The <b>" + escape(rows.front().name) + "</b> rule was triggered most often: " +
-          std::to_string(rows.front().triggered) + " times over " + fmt(num(*rows.front().j, "Datapoints", 0), 6) +
+          std::to_string(rows.front().triggered) + (rows.front().triggered == 1 ? " time over " : " times over ") + fmt(num(*rows.front().j, "Datapoints", 0), 6) +
           " datapoints.</p>");
     else
       add("<p>No rule was triggered.</p>");

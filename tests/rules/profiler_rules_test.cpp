@@ -244,6 +244,7 @@ TEST(LoadBalancing, RankComputeImbalance) {
   EXPECT_NE(r.findings.back().message.find("compute per step"), std::string::npos);
   EXPECT_EQ(r.findings.back().subjects.front(), "rank 0");
   EXPECT_TRUE(r.report["Details"].contains("heatmap"));
+  EXPECT_EQ(r.report["Datapoints"], 60);  // the ranks' steps (no GPU samples here)
   EXPECT_TRUE(runMetricRule("LoadBalancing", json::object(), rankStream(0.9, 0.8)).findings.empty());
   EXPECT_TRUE(runMetricRule("LoadBalancing", json::object(), analysedToTheEnd(rankStream(0.9, 0.3)), true).findings.empty());
 }
