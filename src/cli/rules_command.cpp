@@ -62,6 +62,7 @@ int run(const Options& o) {
   size_t shown = 0;
   for (const auto& f : engine->poll()) shown += (printFinding(f), 1);
   for (const auto& f : engine->finish()) shown += (printFinding(f), 1);
+  if (shown == 0 && !o.watch) std::printf("  (none: no rule found an issue)\n");
   return rules::printRunSummary(*engine, o.runDir, o.report);
 }
 
