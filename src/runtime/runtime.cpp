@@ -243,7 +243,8 @@ void startRules(RuntimeState& s) {
 // whole run and rule-output/ is final.
 void stopRules(RuntimeState& s) {
   rules::stopOnlineRules(s.rules);
-  if (s.launch.rank == 0) runtime::watchStopFile("");
+  // This run's stop requests are consumed (a signal stays): a later init() starts clean.
+  runtime::endStopRun();
 }
 
 void stopProfiler(RuntimeState& s) {

@@ -142,6 +142,15 @@ void resetStop() {
   requestText.clear();
 }
 
+void endStopRun() {
+  watchStopFile("");
+  requestCause = static_cast<int>(StopCause::kNone);
+  agreedCause = static_cast<int>(StopCause::kNone);
+  rules::StopSignal::global().reset();
+  std::lock_guard<std::mutex> lock(textMutex);
+  requestText.clear();
+}
+
 }  // namespace strata::runtime
 
 namespace strata {

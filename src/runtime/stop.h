@@ -30,6 +30,10 @@ StopCause localStopCause();
 int stopSignalNumber();
 // Clears every request and the agreed answer (tests; a new run in the same process).
 void resetStop();
+// The run ended (strata::finalize): its agreed answer, user and rule requests, the rule
+// signal and the stop-file watch are consumed, so a later init() in the same process starts
+// clean. A signal stays: the process was asked to end, and the next run stops at once.
+void endStopRun();
 
 // The stop file (rules::StopSignal::stopFilePath) of an out-of-process rule engine.
 // The runtime calls watchStopFile(output_dir) on rank 0 at init: from then on should_stop()

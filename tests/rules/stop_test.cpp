@@ -85,6 +85,21 @@ TEST_F(StopTest, StrongestLocalCauseAndFirstTextWin) {
   EXPECT_NE(stop_reason().find("signal"), std::string::npos) << stop_reason();
 }
 
+TEST_F(StopTest, EndOfRunConsumesRequestsButNotSignals) {
+  requestStop(StopCause::kUser, "enough");
+  rules::StopSignal::global().request("R", "why");
+  EXPECT_TRUE(should_stop());
+  endStopRun();
+  EXPECT_FALSE(rules::StopSignal::global().requested());
+  EXPECT_FALSE(should_stop());  // the next run starts clean
+  EXPECT_EQ(stop_reason(), "");
+  requestStopFromSignal(SIGINT);
+  EXPECT_TRUE(should_stop());
+  endStopRun();
+  EXPECT_TRUE(should_stop());  // the process was asked to end: the next run stops at once
+  EXPECT_EQ(localStopCause(), StopCause::kSignal);
+}
+
 TEST_F(StopTest, StopFileWrittenDuringTheRunStops) {
   const fs::path dir = freshDir("file");
   watchStopFile(dir.string(), 0);
