@@ -2,14 +2,14 @@
 // simulator's prediction, peak stash per stage, for every (schedule, p, m); 2 stages against
 // one process with 1 and 2 threads; the automatic partition against the best manual one.
 //
-//   mpirun -np 2 build/bench/pipeline_bench [--steps 5] [--width 512] [--layers 8]
+//   mpirun -np 2 build/bench/pipeline_bench [--steps 5] [--width 512] [--layers 8] [--sleep-ms 0]
 //
 // Every rank runs with torch::set_num_threads(1). A step's time is the slowest rank's
 // executor time (median over --steps timed steps after one warm-up step that also plans).
 // Measured bubble = 1 - (compute summed over ranks) / (ranks x step), the simulator's
 // convention (idle / (ranks x step)). The single-process baselines run on rank 0 while
-// rank 1 sleeps in a
-// blocking receive (no spinning), accumulating the same m microbatches.
+// rank 1 sleeps in a blocking receive (no spinning), accumulating the same m microbatches.
+// --sleep-ms replaces the layers by sleep layers (timing without CPU, for loaded machines).
 // Ends with the summary lines of issue 4.
 #include <CLI/CLI.hpp>
 #include <torch/torch.h>
@@ -110,6 +110,7 @@ double median(std::vector<double> v) {
 struct Result {
   double stepSeconds = 0;
   double measuredBubble = 0;
+  double computeSeconds = 0;  // per rank, mean
   double predictedBubble = 0;
   double predictedStepSeconds = 0;
   std::vector<int64_t> stashBytes;  // per pipeline rank
@@ -125,7 +126,7 @@ Result runPipeline(torch::nn::Sequential net, const Options& o, const std::strin
   torch::manual_seed(1);
   const torch::Tensor x = torch::randn({o.batch, o.width});
   const torch::Tensor y = torch::randn({o.batch, o.width});
-  std::vector<double> steps, bubbles;
+  std::vector<double> steps, bubbles, computes;
   std::vector<int64_t> stash(static_cast<size_t>(strata::size()), 0);
   for (int s = 0; s <= o.steps; ++s) {
     strata::barrier();
@@ -140,6 +141,7 @@ Result runPipeline(torch::nn::Sequential net, const Options& o, const std::strin
     strata::world().allreduce(&compute, &compute, 1, strata::DType::kFloat64, strata::ReduceOp::kSum);
     steps.push_back(worst);
     bubbles.push_back(1.0 - compute / (strata::size() * worst));
+    computes.push_back(compute / strata::size());
     int64_t mine = st.peakStashBytes;
     std::vector<int64_t> all(static_cast<size_t>(strata::size()));
     strata::world().allgather(&mine, all.data(), 1, strata::DType::kInt64);
@@ -149,6 +151,7 @@ Result runPipeline(torch::nn::Sequential net, const Options& o, const std::strin
   Result r;
   r.stepSeconds = median(steps);
   r.measuredBubble = median(bubbles);
+  r.computeSeconds = median(computes);
   r.predictedBubble = st.predictedBubble;
   r.predictedStepSeconds = st.predictedStepSeconds;
   r.stashBytes = stash;
@@ -257,8 +260,8 @@ int main(int argc, char** argv) {
       std::printf("# pipeline_bench: %d ranks, 1 thread each, balanced model %d x Linear(%lld,%lld)+ReLU, batch %lld, "
                   "%d timed steps (median)\n",
                   p, o.layers, (long long)o.width, (long long)o.width, (long long)o.batch, o.steps);
-    std::printf("%-12s %2s %2s %2s %10s %10s %9s %9s %8s %8s %-14s %s\n", "schedule", "p", "m", "v", "step_ms",
-                "samples/s", "bubble%", "pred%", "meas/pred", "pred_ms", "peak_stash", "cut");
+    std::printf("%-12s %2s %2s %2s %10s %10s %10s %9s %9s %8s %8s %-14s %s\n", "schedule", "p", "m", "v", "step_ms",
+                "compute_ms", "samples/s", "bubble%", "pred%", "meas/pred", "pred_ms", "peak_stash", "cut");
   }
   double bubbleRatioInterleaved8 = 0;
   struct Row { std::string schedule; int m; int v; };
@@ -272,8 +275,9 @@ int main(int argc, char** argv) {
       bubbleRatioInterleaved8 = ratio;
     }
     if (root)
-      std::printf("%-12s %2d %2d %2d %10.1f %10.1f %9.1f %9.1f %8.2f %8.1f %-14s %s\n", row.schedule.c_str(), p, row.m,
-                  row.v, r.stepSeconds * 1e3, o.batch / r.stepSeconds, r.measuredBubble * 100, r.predictedBubble * 100,
+      std::printf("%-12s %2d %2d %2d %10.1f %10.1f %10.1f %9.1f %9.1f %8.2f %8.1f %-14s %s\n", row.schedule.c_str(), p,
+                  row.m, row.v, r.stepSeconds * 1e3, r.computeSeconds * 1e3, o.batch / r.stepSeconds,
+                  r.measuredBubble * 100, r.predictedBubble * 100,
                   ratio, r.predictedStepSeconds * 1e3, bytesList(r.stashBytes).c_str(), cutList(r.cut).c_str());
   }
   const Speedup sp = compareWithOneProcess(o, 8);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Pipeline parallelism on this machine: bench/pipeline_bench under mpirun -np 2 (one thread
-# per rank), with the load average before and after (the numbers only mean something on a
-# quiet machine). Usage: bench/run_pipeline.sh [BUILD_DIR] [STEPS] [WIDTH] [BATCH]
+# per rank), first with sleep layers (timing of the executor and schedules, valid on a loaded
+# machine), then with real compute (only meaningful on a quiet machine: the load average is
+# recorded before and after). Usage: bench/run_pipeline.sh [BUILD_DIR] [STEPS] [WIDTH] [BATCH]
 # Stores the output in bench/results/pipeline.txt; ends with the summary lines of issue 4.
 set -euo pipefail
 BUILD="${1:-build}"; STEPS="${2:-5}"; WIDTH="${3:-1536}"; BATCH="${4:-128}"
@@ -14,9 +15,12 @@ source "$(dirname "$0")/quiet.sh"
 QUIET_LOG=$(mktemp); wait_quiet "$QUIET_LOG"
 {
   echo "# $(cat "$QUIET_LOG")"
-  echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores"
+  echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(getconf _NPROCESSORS_ONLN) cores"
   echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "# command: mpirun -np 2 $BUILD/bench/pipeline_bench --steps $STEPS --width 64 --batch $BATCH --sleep-ms 2"
+  mpirun -np 2 "$BUILD/bench/pipeline_bench" --steps "$STEPS" --width 64 --batch "$BATCH" --sleep-ms 2
+  echo "# load between: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "# command: mpirun -np 2 $BUILD/bench/pipeline_bench --steps $STEPS --width $WIDTH --batch $BATCH"
   mpirun -np 2 "$BUILD/bench/pipeline_bench" --steps "$STEPS" --width "$WIDTH" --batch "$BATCH"
-  echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$OUT"
+echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
