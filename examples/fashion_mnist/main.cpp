@@ -6,6 +6,9 @@
 // ranks while backward runs. Rank 0 shows progress and, at the end, one line
 //   final: step=<n> loss=<x> accuracy=<y> params_sha256=<hex>
 // whose hash covers every parameter in a fixed order (equal runs give equal hashes).
+// With "checkpoint": {"every_steps": N, "resume": true} in the job config it checkpoints and
+// resumes; SIGTERM or Ctrl-C finishes the step, checkpoints and exits with code 75
+// (strata::kExitStopped), and a resumed run reaches the same params_sha256.
 #include <CLI/CLI.hpp>
 #include <openssl/evp.h>
 #include <torch/torch.h>
@@ -152,18 +155,25 @@ int run(const Flags& flags) {
           .map(torch::data::transforms::Stack<>()),
       sampler, torch::data::DataLoaderOptions().batch_size(localBatch));
   const int64_t stepsPerEpoch = static_cast<int64_t>(sampler.samples_per_rank()) / localBatch;
+  // Checkpoints (the job config's "checkpoint" section): every_steps, on a stop request
+  // (SIGTERM, Ctrl-C, a rule's StopTraining), and resume from the newest complete one. The
+  // loader's copy of the sampler shares its state, so the position is saved and restored too.
+  strata::CheckpointManager ckpt(model, opt, &sampler);
+  int64_t step = ckpt.resume();
+  const int firstEpoch = step > 0 ? static_cast<int>(std::max<int64_t>(1, ckpt.epoch())) : 1;
   if (strata::rank() == 0)
     std::printf("Fashion-MNIST: %d rank(s), global batch %lld (%lld per rank), %lld steps per epoch, %d thread(s) per rank\n",
                 strata::size(), (long long)flags.batchSize, (long long)localBatch, (long long)stepsPerEpoch,
                 torch::get_num_threads());
-  int64_t step = 0;
   double lastLoss = 0, accuracy = 0;
   bool stopped = false;  // every rank agreed to stop (a rule's StopTraining, SIGTERM...)
   std::deque<double> recentWindows;  // the last four 50-step mean losses
-  for (int epoch = 1; epoch <= flags.epochs; ++epoch) {
-    const int64_t steps = flags.maxSteps >= 0 ? std::min(stepsPerEpoch, flags.maxSteps - step) : stepsPerEpoch;
+  for (int epoch = firstEpoch; epoch <= flags.epochs; ++epoch) {
+    const int64_t doneBefore = epoch == firstEpoch ? step - (epoch - 1) * stepsPerEpoch : 0;  // resumed mid-epoch
+    const int64_t steps =
+        flags.maxSteps >= 0 ? std::min(stepsPerEpoch, doneBefore + flags.maxSteps - step) : stepsPerEpoch;
     Progress progress(steps, epoch);
-    int64_t done = 0;
+    int64_t done = doneBefore;
     double lossSum = 0;
     for (auto& batch : *loader) {
       if (done >= steps) break;
@@ -192,8 +202,9 @@ int run(const Flags& flags) {
         lossSum = 0;
         progress.update(done, done * flags.batchSize, lastLoss);
       }
-      // Collective: every rank gets the same answer at the same step.
-      if (strata::should_stop()) {
+      // Collective (should_stop() inside): every rank gets the same answer at the same step,
+      // and a stop writes a checkpoint first.
+      if (ckpt.after_step(step, epoch)) {
         stopped = true;
         break;
       }
@@ -209,7 +220,7 @@ int run(const Flags& flags) {
   if (strata::rank() == 0)
     std::printf("final: step=%lld loss=%.6f accuracy=%.4f params_sha256=%s\n", (long long)step, lastLoss, accuracy,
                 hash.c_str());
-  return 0;
+  return ckpt.exit_code();  // strata::kExitStopped (75) after SIGTERM/SIGINT: resume later
 }
 
 }  // namespace

@@ -9,3 +9,5 @@
 #include "strata/distributed_model.h"
 #include "strata/data.h"
 #include "strata/errors.h"
+#include "strata/checkpoint.h"
+#include "strata/exit_codes.h"

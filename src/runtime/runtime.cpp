@@ -23,6 +23,7 @@
 #include "rules/online.h"
 #include "runtime/launch.h"
 #include "runtime/runtime_internal.h"
+#include "runtime/signals.h"
 #include "runtime/stop.h"
 
 namespace strata {
@@ -277,6 +278,8 @@ void initWith(config::JobConfig cfg, const InitOptions& options) {
   logEffectiveSettings(*s);
   startProfiler(*s);
   startRules(*s);
+  // SIGTERM/SIGINT finish the step, checkpoint and exit (runtime/signals.h).
+  runtime::installStopSignalHandlers();
   state = std::move(s);
 }
 
@@ -328,6 +331,7 @@ void finalize() {
   if (!state) return;
   stopProfiler(*state);
   stopRules(*state);
+  runtime::uninstallStopSignalHandlers();
   const bool mpi = state->launch.kind == runtime::LaunchKind::kMpi;
   state.reset();
   if (mpi) bootstrap::mpiFinalize();

@@ -132,6 +132,12 @@ std::vector<int64_t> debuggerCounters() {
 void restoreDebuggerCounters(const std::vector<int64_t>& values) {
   debugger::TorchHook* hook = debugger::activeHook();
   if (!hook || values.size() != 5) return;
+  if (hook->core().globalStep() >= 0) {
+    // Loaded in the middle of a run: the hook's files already carry this run's step numbers.
+    STRATA_LOG(kInfo, kInit, "checkpoint: the debugger has started; its step counters continue from ",
+               hook->core().globalStep());
+    return;
+  }
   debugger::StepCounters c;
   c.globalStep = values[0];
   for (size_t i = 0; i < 4; ++i) c.modeSteps[i] = values[i + 1];

@@ -10,58 +10,79 @@
 
 namespace strata {
 
-DistributedSampler::DistributedSampler(size_t datasetSize, Options options)
-    : datasetSize_(datasetSize), options_(options) {
-  if (options_.rank < 0) options_.rank = dp_rank();
-  if (options_.worldSize < 0) options_.worldSize = dp_size();
-  STRATA_CHECK(options_.worldSize >= 1 && options_.rank < options_.worldSize, "DistributedSampler: rank ",
-               options_.rank, " is not below world size ", options_.worldSize);
+DistributedSampler::DistributedSampler(size_t datasetSize, Options options) : state_(std::make_shared<State>()) {
+  State& s = *state_;
+  s.datasetSize = datasetSize;
+  s.options = options;
+  if (s.options.rank < 0) s.options.rank = dp_rank();
+  if (s.options.worldSize < 0) s.options.worldSize = dp_size();
+  STRATA_CHECK(s.options.worldSize >= 1 && s.options.rank < s.options.worldSize, "DistributedSampler: rank ",
+               s.options.rank, " is not below world size ", s.options.worldSize);
   reset();
-  epochStarted_ = false;  // the loader's first reset() starts epoch 0, not 1
+  s.epochStarted = false;  // the loader's first reset() starts epoch 0, not 1
+}
+
+void DistributedSampler::buildIndices() {
+  State& s = *state_;
+  s.indices = data::shardIndices({s.datasetSize, s.options.rank, s.options.worldSize, s.options.seed, s.epoch,
+                                  s.options.shuffle, s.options.dropLast});
 }
 
 void DistributedSampler::reset(torch::optional<size_t> newSize) {
-  if (newSize) datasetSize_ = *newSize;
-  if (epochStarted_) ++epoch_;
-  epochStarted_ = true;
-  indices_ = data::shardIndices({datasetSize_, options_.rank, options_.worldSize, options_.seed, epoch_,
-                                 options_.shuffle, options_.dropLast});
-  position_ = 0;
+  State& s = *state_;
+  if (s.resumePending && !newSize) {  // resuming: continue the restored epoch at its position
+    s.resumePending = false;
+    return;
+  }
+  s.resumePending = false;
+  if (newSize) s.datasetSize = *newSize;
+  if (s.epochStarted) ++s.epoch;
+  s.epochStarted = true;
+  buildIndices();
+  s.position = 0;
 }
 
 torch::optional<std::vector<size_t>> DistributedSampler::next(size_t batchSize) {
-  if (position_ >= indices_.size()) return torch::nullopt;
+  State& s = *state_;
+  s.resumePending = false;  // driven directly after load(): the next reset() is a new epoch
+  if (s.position >= s.indices.size()) return torch::nullopt;
   instrument::batchRequested();  // profiler: data loading runs from here to the step's begin
-  const size_t end = std::min(indices_.size(), position_ + batchSize);
-  std::vector<size_t> batch(indices_.begin() + static_cast<std::ptrdiff_t>(position_),
-                            indices_.begin() + static_cast<std::ptrdiff_t>(end));
-  position_ = end;
+  const size_t end = std::min(s.indices.size(), s.position + batchSize);
+  std::vector<size_t> batch(s.indices.begin() + static_cast<std::ptrdiff_t>(s.position),
+                            s.indices.begin() + static_cast<std::ptrdiff_t>(end));
+  s.position = end;
   return batch;
 }
 
 void DistributedSampler::set_epoch(uint64_t epoch) {
-  epoch_ = epoch;
-  epochStarted_ = false;
+  State& s = *state_;
+  s.epoch = epoch;
+  s.epochStarted = false;
+  s.resumePending = false;
   reset();
-  epochStarted_ = false;
+  s.epochStarted = false;
 }
 
 size_t DistributedSampler::samples_per_rank() const {
-  return data::samplesPerRank(datasetSize_, options_.worldSize, options_.dropLast);
+  const State& s = *state_;
+  return data::samplesPerRank(s.datasetSize, s.options.worldSize, s.options.dropLast);
 }
 
 void DistributedSampler::save(torch::serialize::OutputArchive& archive) const {
-  archive.write("epoch", torch::tensor(static_cast<int64_t>(epoch_)), /*is_buffer=*/true);
-  archive.write("position", torch::tensor(static_cast<int64_t>(position_)), /*is_buffer=*/true);
+  archive.write("epoch", torch::tensor(static_cast<int64_t>(state_->epoch)), /*is_buffer=*/true);
+  archive.write("position", torch::tensor(static_cast<int64_t>(state_->position)), /*is_buffer=*/true);
 }
 
 void DistributedSampler::load(torch::serialize::InputArchive& archive) {
   torch::Tensor epoch = torch::empty({}, torch::kInt64), position = torch::empty({}, torch::kInt64);
   archive.read("epoch", epoch, /*is_buffer=*/true);
   archive.read("position", position, /*is_buffer=*/true);
-  set_epoch(static_cast<uint64_t>(epoch.item<int64_t>()));
-  epochStarted_ = true;
-  position_ = static_cast<size_t>(position.item<int64_t>());
+  State& s = *state_;
+  s.epoch = static_cast<uint64_t>(epoch.item<int64_t>());
+  s.epochStarted = true;
+  buildIndices();
+  s.position = std::min(s.indices.size(), static_cast<size_t>(position.item<int64_t>()));
+  s.resumePending = true;
 }
 
 }  // namespace strata

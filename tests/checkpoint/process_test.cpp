@@ -61,6 +61,19 @@ struct Result {
   std::string output;  // stdout + stderr
 };
 
+// Whether the process still runs (not yet exited), without reaping it.
+bool running(pid_t pid) {
+  siginfo_t info{};
+  return waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
+}
+
+// Waits until `path` exists, the process has ended, or 20 s passed; whether it exists.
+bool waitForFile(const std::string& path, pid_t pid) {
+  const auto deadline = Clock::now() + milliseconds(20000);
+  while (!fs::exists(path) && running(pid) && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(5));
+  return fs::exists(path);
+}
+
 // Runs argv (in its own process group, so a timeout kills mpiexec's ranks too) with output to
 // `log`. `during` runs on the calling thread while the process lives (fault injection).
 Result run(const std::vector<std::string>& argv, const std::string& log,
@@ -136,6 +149,10 @@ class CheckpointProcess : public ::testing::Test {
  public:
   void SetUp() override {
     if (kMpiexec.empty()) GTEST_SKIP() << "built without MPI";
+    // What Open MPI needs in containers (root, more ranks than cores).
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+    setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
   }
   // The uninterrupted run's final params_sha256 for these flags (cached per flag set).
   std::string reference(const std::vector<std::string>& flags, const std::string& name) {
@@ -174,6 +191,7 @@ void resumeExactly(CheckpointProcess& t, const std::string& name, bool partial) 
   std::vector<std::string> flags = {"--steps", std::to_string(steps), "--every", "5"};
   if (partial) flags.push_back("--partial");
   const std::string expected = t.reference(flags, name + "-reference");
+  ASSERT_EQ(expected.size(), 64u);
 
   const std::string dir = freshDir(name);
   std::vector<std::string> args = {"--run-dir", dir};
@@ -213,10 +231,9 @@ TEST_F(CheckpointProcess, ExternalSigtermToOneRankStopsBothWithACheckpoint) {
   const std::string dir = freshDir("sigterm-external");
   std::vector<std::string> args = {"--run-dir", dir};
   args.insert(args.end(), flags.begin(), flags.end());
-  const Result r = run(mpiexec(2, args), dir + "/log.txt", [&](pid_t) {
+  const Result r = run(mpiexec(2, args), dir + "/log.txt", [&](pid_t job) {
     const std::string pidFile = dir + "/pids/rank-" + std::to_string(victim) + ".pid";
-    const auto deadline = Clock::now() + milliseconds(20000);
-    while (!fs::exists(pidFile) && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(10));
+    if (!waitForFile(pidFile, job)) return;
     std::this_thread::sleep_for(milliseconds(delayMs));
     const pid_t pid = static_cast<pid_t>(std::atol(readFile(pidFile).c_str()));
     if (pid > 0) kill(pid, SIGTERM);
@@ -238,6 +255,7 @@ TEST_F(CheckpointProcess, SigkillOfARandomRankTwentyRunsRestartAndFinishExactly)
   std::cout << "seed " << seed << " (STRATA_TEST_SEED reproduces)" << std::endl;
   const std::vector<std::string> flags = {"--steps", "12", "--every", "2", "--sleep-ms", "25"};
   const std::string expected = reference(flags, "sigkill-reference");
+  ASSERT_EQ(expected.size(), 64u);
   constexpr int kRuns = 20;
   int restarted = 0;
   for (int i = 0; i < kRuns; ++i) {
@@ -247,10 +265,9 @@ TEST_F(CheckpointProcess, SigkillOfARandomRankTwentyRunsRestartAndFinishExactly)
     std::vector<std::string> argv = {kStrata, "run", "--max-restarts", "4", "--restart-delay-ms", "50", "--",
                                      kMpiexec, "-n", "2", kWorker, "--run-dir", dir, "--resume"};
     argv.insert(argv.end(), flags.begin(), flags.end());
-    const Result r = run(argv, dir + "/log.txt", [&](pid_t) {
+    const Result r = run(argv, dir + "/log.txt", [&](pid_t job) {
       const std::string pidFile = dir + "/pids/rank-" + std::to_string(victim) + ".pid";
-      const auto deadline = Clock::now() + milliseconds(20000);
-      while (!fs::exists(pidFile) && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(5));
+      if (!waitForFile(pidFile, job)) return;
       std::this_thread::sleep_for(milliseconds(delayMs));
       const pid_t pid = static_cast<pid_t>(std::atol(readFile(pidFile).c_str()));
       if (pid > 0) kill(pid, SIGKILL);
