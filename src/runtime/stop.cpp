@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <chrono>
@@ -121,11 +122,11 @@ void requestStop(StopCause cause, const std::string& why) {
 }
 
 StopCause localStopCause() {
+  // The strongest cause, as across ranks.
   if (signalCause.load() != 0) return StopCause::kSignal;
-  auto cause = static_cast<StopCause>(requestCause.load());
-  if (cause != StopCause::kNone) return cause;
-  if (rules::StopSignal::global().requested()) return StopCause::kRule;
-  return StopCause::kNone;
+  int cause = requestCause.load();
+  if (rules::StopSignal::global().requested()) cause = std::max(cause, static_cast<int>(StopCause::kRule));
+  return static_cast<StopCause>(cause);
 }
 
 int stopSignalNumber() { return signalCause.load(); }

@@ -78,6 +78,8 @@ TEST_F(StopTest, StrongestLocalCauseAndFirstTextWin) {
   requestStop(StopCause::kUser, "enough");
   requestStop(StopCause::kRule, "ignored: second request");
   EXPECT_EQ(localStopCause(), StopCause::kUser);
+  rules::StopSignal::global().request("R", "why");
+  EXPECT_EQ(localStopCause(), StopCause::kRule);
   requestStopFromSignal(SIGTERM);
   EXPECT_EQ(localStopCause(), StopCause::kSignal);
   EXPECT_EQ(stopSignalNumber(), SIGTERM);
