@@ -4,10 +4,12 @@
 //   strata::CheckpointManager ckpt(model, opt, &sampler);   // checkpoint.* of the job config
 //   int64_t step = ckpt.resume();                 // 0, or the steps a checkpoint already did
 //   auto loader = torch::data::make_data_loader(dataset, sampler, ...);
-//   for (int64_t epoch = ckpt.epoch(); step < total; ++epoch)
+//   bool stop = false;
+//   for (int64_t epoch = ckpt.epoch(); step < total && !stop; ++epoch)
 //     for (auto& batch : *loader) {
 //       ... one training step ...
-//       if (ckpt.after_step(++step, epoch)) break;   // saves every_steps, and on a stop request
+//       stop = ckpt.after_step(++step, epoch);       // saves every_steps, and on a stop request
+//       if (stop || step == total) break;
 //     }
 //   return ckpt.exit_code();                      // strata::kExitStopped after SIGTERM/SIGINT
 //
