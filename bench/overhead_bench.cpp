@@ -11,12 +11,17 @@
 //   # step_ms_median: <median>
 //   # debugger_bytes: <bytes under <output_dir>/events and index>
 //   # debugger_mb_per_s: <those bytes / the timed steps' wall time>
+//   # cpu_ms_per_step: <rank 0's CPU time (all its threads: training, intra-op, communication,
+//                       debugger writer, profiler) over the timed steps, per step>
+// CPU time is far less sensitive than wall time to other processes on a shared machine, so
+// it resolves small overheads that the step time's noise hides.
 #include <CLI/CLI.hpp>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 
 #include "../examples/fashion_mnist/fashion_mnist.h"
@@ -32,6 +37,12 @@ torch::nn::Sequential makeCnn() {
   return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 8, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
                         nn::Conv2d(nn::Conv2dOptions(8, 16, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
                         nn::Flatten(), nn::Linear(16 * 7 * 7, 64), nn::ReLU(), nn::Linear(64, 10), nn::LogSoftmax(1));
+}
+
+double processCpuMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
 }
 
 uint64_t bytesUnder(const std::filesystem::path& dir) {
@@ -72,6 +83,7 @@ int main(int argc, char** argv) {
     std::vector<double> stepMs;
     int64_t step = 0;
     Clock::time_point timedStart;
+    double cpuStartMs = processCpuMs();
     auto last = Clock::now();
     while (step < warmup + steps) {
       for (auto& batch : *loader) {
@@ -86,6 +98,7 @@ int main(int argc, char** argv) {
         opt.step();
         // A step runs from the previous step's end (data loading included) to this one's.
         const auto now = Clock::now();
+        if (step + 1 == warmup) cpuStartMs = processCpuMs();
         if (step == warmup) timedStart = last;
         if (step >= warmup) stepMs.push_back(std::chrono::duration<double, std::milli>(now - last).count());
         last = now;
@@ -93,6 +106,7 @@ int main(int argc, char** argv) {
       }
     }
     const double timedSeconds = std::chrono::duration<double>(last - timedStart).count();
+    const double cpuMs = processCpuMs() - cpuStartMs;
     const std::string outputDir = strata::outputDir();
     const int rank = strata::rank();
     strata::finalize();
@@ -106,6 +120,7 @@ int main(int argc, char** argv) {
       std::printf("# step_ms_median: %.4f\n", stepMs[stepMs.size() / 2]);
       std::printf("# debugger_bytes: %llu\n", static_cast<unsigned long long>(bytes));
       std::printf("# debugger_mb_per_s: %.3f\n", static_cast<double>(bytes) / 1e6 / timedSeconds);
+      std::printf("# cpu_ms_per_step: %.4f\n", cpuMs / static_cast<double>(stepMs.size()));
     }
     return 0;
   } catch (const std::exception& e) {
