@@ -83,8 +83,7 @@ TEST(Report, SvgPrimitivesEscapeAndScale) {
   EXPECT_NE(svg.find("6%"), std::string::npos);
 }
 
-// Renders with headless Chromium when it is installed (opt-in: `apt-get install chromium`, ~300 MB,
-// so scripts/install-deps leaves it out); the screenshot must not be empty.
+// Renders with headless Chromium when it is installed; the screenshot must not be empty.
 TEST(Report, RendersInHeadlessChromium) {
   const char* candidates[] = {"chromium", "chromium-browser", "google-chrome"};
   std::string browser;
