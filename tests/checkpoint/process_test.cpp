@@ -180,7 +180,8 @@ void expectNewestComplete(const std::string& root) {
   ADD_FAILURE() << "no checkpoint with a manifest in " << root;
 }
 
-void resumeExactly(CheckpointProcess& t, const std::string& name, bool partial) {
+void resumeExactly(CheckpointProcess& t, const std::string& name, bool partial,
+                   const std::vector<std::string>& extra = {}) {
   const uint64_t seed = testSeed();
   std::mt19937_64 rng(seed);
   const int64_t steps = 24;
@@ -190,6 +191,7 @@ void resumeExactly(CheckpointProcess& t, const std::string& name, bool partial) 
             << stopAt << std::endl;
   std::vector<std::string> flags = {"--steps", std::to_string(steps), "--every", "5"};
   if (partial) flags.push_back("--partial");
+  flags.insert(flags.end(), extra.begin(), extra.end());
   const std::string expected = t.reference(flags, name + "-reference");
   ASSERT_EQ(expected.size(), 64u);
 
@@ -217,6 +219,11 @@ TEST_F(CheckpointProcess, ExactResumeAfterSigtermAtARandomStepFull) { resumeExac
 
 TEST_F(CheckpointProcess, ExactResumeAfterSigtermAtARandomStepPartial) {
   resumeExactly(*this, "sigterm-partial", true);
+}
+
+// Model parallel: a 2-stage pipeline, every stage writing its own shard.
+TEST_F(CheckpointProcess, ExactResumeAfterSigtermAtARandomStepPipelineTwoStages) {
+  resumeExactly(*this, "sigterm-pipeline", false, {"--pp", "2"});
 }
 
 // The signal comes from outside at an arbitrary moment (as a spot reclaim does), to one rank.

@@ -3,7 +3,9 @@
 // fixed synthetic data set through a DistributedSampler, with a CheckpointManager.
 //
 //   train_worker --run-dir D --steps N [--every K] [--resume] [--partial] [--sleep-ms S]
-//                [--sigterm-at-step K --sigterm-rank R]
+//                [--sigterm-at-step K --sigterm-rank R] [--pp 2]
+//
+// --pp 2: model parallel, a 2-stage pipeline (2 microbatches) instead of data parallel.
 //
 // Rank 0 prints "resumed step=<k> params_sha256=<hex>" after a resume, "saved step=<k>
 // params_sha256=<hex>" after each checkpoint, and "final: step=<n> params_sha256=<hex>".
@@ -34,7 +36,8 @@ struct Flags {
   int sleepMs = 0;
   int64_t sigtermAtStep = -1;
   int sigtermRank = 0;
-  int64_t batch = 8;  // per rank
+  int64_t batch = 8;  // per data-parallel rank
+  int pp = 1;
 };
 
 constexpr int64_t kSamples = 96;
@@ -53,6 +56,7 @@ Flags parse(int argc, char** argv) {
     else if (a == "--sigterm-at-step") f.sigtermAtStep = std::stoll(next());
     else if (a == "--sigterm-rank") f.sigtermRank = std::stoi(next());
     else if (a == "--batch") f.batch = std::stoll(next());
+    else if (a == "--pp") f.pp = std::stoi(next());
   }
   return f;
 }
@@ -67,10 +71,35 @@ std::string paramsSha256(torch::nn::Module& net) {
   return sha.hexDigest();
 }
 
+// Data parallel: every rank holds the whole model. A pipeline rank's copy is current only for
+// its own stages: every tensor's digest comes from the rank that owns it (the others give
+// zeros, and a max-allreduce keeps the owner's), so the hash does not depend on the partition.
+std::string stateSha256(strata::DistributedModel& model, torch::nn::Module& net) {
+  if (model.pp_size() == 1) return paramsSha256(net);
+  const auto local = model.local_state_dict();
+  std::vector<std::pair<std::string, torch::Tensor>> all;
+  for (const auto& p : net.named_parameters(true)) all.emplace_back(p.key(), p.value());
+  for (const auto& b : net.named_buffers(true)) all.emplace_back(b.key(), b.value());
+  constexpr size_t kHex = 64;
+  std::string digests(kHex * all.size(), '\0');
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (!local.contains(all[i].first)) continue;
+    const torch::Tensor t = all[i].second.detach().contiguous();
+    const std::string d = strata::checkpoint::sha256Hex(t.data_ptr(), static_cast<size_t>(t.numel()) * t.element_size());
+    digests.replace(i * kHex, kHex, d);
+  }
+  strata::world().allreduce(digests.data(), digests.data(), digests.size(), strata::DType::kUInt8, strata::ReduceOp::kMax);
+  return strata::checkpoint::sha256Hex(digests.data(), digests.size());
+}
+
 std::string configJson(const Flags& f) {
   return std::string("{\"output_dir\": \"") + f.runDir + "\", \"checkpoint\": {\"dir\": \"" + f.runDir +
          "/ckpt\", \"every_steps\": " + std::to_string(f.every) + ", \"resume\": " + (f.resume ? "true" : "false") +
-         ", \"keep\": 2}, \"profiler\": {\"disable_profiler\": true}}";
+         ", \"keep\": 2}, \"profiler\": {\"disable_profiler\": true}" +
+         (f.pp > 1 ? ", \"modelparallel\": {\"enabled\": true, \"partitions\": " + std::to_string(f.pp) +
+                         ", \"microbatches\": 2}"
+                   : std::string()) +
+         "}";
 }
 
 void writePid(const Flags& f) {
@@ -92,12 +121,14 @@ int train(const Flags& f) {
   so.dropLast = true;
   strata::DistributedSampler sampler(kSamples, so);
   strata::CheckpointOptions co;
-  co.partial = f.partial ? 1 : 0;
+  co.partial = f.partial ? 1 : -1;  // -1: partial for a pipeline, full otherwise
   strata::CheckpointManager ckpt(model, opt, &sampler, co);
   int64_t step = ckpt.resume();
   int64_t epoch = ckpt.epoch();
-  if (strata::rank() == 0 && step > 0)
-    std::printf("resumed step=%lld params_sha256=%s\n", (long long)step, paramsSha256(*net).c_str());
+  if (step > 0) {
+    const std::string hash = stateSha256(model, *net);
+    if (strata::rank() == 0) std::printf("resumed step=%lld params_sha256=%s\n", (long long)step, hash.c_str());
+  }
   // A resumed sampler continues where the checkpoint left it; a fresh one starts its epoch,
   // as a DataLoader's reset() does.
   bool needReset = step == 0;
@@ -124,13 +155,15 @@ int train(const Flags& f) {
     if (step == f.sigtermAtStep && strata::rank() == f.sigtermRank) std::raise(SIGTERM);
     const std::string before = ckpt.last_saved();
     const bool stop = ckpt.after_step(step, epoch);
-    if (strata::rank() == 0 && ckpt.last_saved() != before)
-      std::printf("saved step=%lld params_sha256=%s\n", (long long)step, paramsSha256(*net).c_str());
+    if (ckpt.last_saved() != before) {  // every rank saved (collective): hash collectively too
+      const std::string hash = stateSha256(model, *net);
+      if (strata::rank() == 0) std::printf("saved step=%lld params_sha256=%s\n", (long long)step, hash.c_str());
+    }
     std::fflush(stdout);
     if (stop) break;
   }
-  if (strata::rank() == 0)
-    std::printf("final: step=%lld params_sha256=%s\n", (long long)step, paramsSha256(*net).c_str());
+  const std::string hash = stateSha256(model, *net);
+  if (strata::rank() == 0) std::printf("final: step=%lld params_sha256=%s\n", (long long)step, hash.c_str());
   return ckpt.exit_code();
 }
 
