@@ -113,3 +113,52 @@ TEST(PipelineFeatures, LayoutHelpersFollowTheTopology) {
 
 }  // namespace
 }  // namespace strata::testing
+
+namespace strata::testing {
+namespace {
+
+// Layers 0 and 2 share one weight tensor: no cut may separate them (auto partition), and a
+// manual partition that does is an error naming the layer.
+struct TiedLinearImpl : torch::nn::Module {
+  explicit TiedLinearImpl(torch::Tensor shared) { weight = register_parameter("weight", std::move(shared)); }
+  torch::Tensor forward(const torch::Tensor& x) { return torch::matmul(x, weight.t()); }
+  torch::Tensor weight;
+};
+TORCH_MODULE(TiedLinear);
+
+torch::nn::Sequential tiedNet() {
+  torch::manual_seed(7);
+  torch::nn::Linear a(8, 8);
+  return torch::nn::Sequential(a, torch::nn::Tanh(), TiedLinear(a->weight), torch::nn::Tanh(), torch::nn::Linear(8, 4),
+                               torch::nn::Tanh());
+}
+
+TEST(PipelineFeatures, TiedLayersStayOnOneStage) {
+  auto net = tiedNet();
+  DistributedModelOptions o;
+  o.modelParallel = mpConfig("");
+  DistributedModel model(net, o);
+  const int replicas = strata::size() / 2;
+  auto [x, y] = batchFor(0, replicas);
+  model.step(replicaSlice(x, model.dp_rank()), replicaSlice(y, model.dp_rank()), mseStep);
+  const auto cut = model.pipeline_stats().stageFirstLayer;
+  ASSERT_EQ(cut.size(), 2u);
+  EXPECT_GE(cut[1], 3) << "layers 0 and 2 share a weight and must be on stage 0";
+}
+
+TEST(PipelineBadInput, ManualPartitionSplittingTiedLayers) {
+  auto net = tiedNet();
+  DistributedModelOptions o;
+  o.modelParallel = mpConfig(R"(, "auto_partition": false, "manual_partition": {"0": 0, "1": 0, "2": 1, "3": 1, "4": 1, "5": 1})");
+  DistributedModel model(net, o);
+  auto [x, y] = batchFor(0, strata::size() / 2);
+  try {
+    model.step(replicaSlice(x, model.dp_rank()), replicaSlice(y, model.dp_rank()), mseStep);
+    ADD_FAILURE() << "no error on rank " << strata::rank();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("tied layers must be on one stage"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace strata::testing
