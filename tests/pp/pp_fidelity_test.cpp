@@ -17,12 +17,14 @@ struct Case {
   bool checkpointing = false;
   double dropout = 0;
   int steps = 10;
+  std::string placement = "cluster";
 };
 
 std::string configFor(const Case& c, int replicas) {
   return c10::str(R"({"enabled": true, "partitions": 2, "microbatches": 4, "pipeline": ")", c.pipeline,
                   R"(", "ddp": )", replicas > 1 ? "true" : "false", R"(, "virtual_stages": )", c.virtualStages,
-                  R"(, "activation_checkpointing": )", c.checkpointing ? "true" : "false", "}");
+                  R"(, "activation_checkpointing": )", c.checkpointing ? "true" : "false",
+                  R"(, "placement_strategy": ")", c.placement, "\"}");
 }
 
 torch::optim::SGD makeSgd(std::vector<torch::Tensor> params) {
@@ -117,6 +119,14 @@ TEST(PipelineFidelity, ActivationCheckpointingRecomputesTheSameMasks) {
   Case c{"simple"};
   c.dropout = 0.3;
   c.checkpointing = true;
+  c.steps = 3;
+  trainAndCompare(c);
+}
+
+TEST(PipelineFidelity, SpreadPlacementMatchesOneProcess) {
+  // spread: the ranks of a data-parallel group are adjacent (pipelines [0,2] [1,3] on 4 ranks).
+  Case c{"interleaved"};
+  c.placement = "spread";
   c.steps = 3;
   trainAndCompare(c);
 }
