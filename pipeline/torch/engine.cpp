@@ -187,7 +187,7 @@ torch::Tensor Engine::forwardChunk(int chunk, int microbatch, const torch::Tenso
 }
 
 torch::Tensor Engine::inference(const torch::Tensor& input) {
-  STRATA_CHECK(planned(), "pipeline: forward outside step() before the first step (the model is not partitioned yet)");
+  STRATA_CHECK(planned(), "pipeline: inference before the plan was made");
   torch::NoGradGuard noGrad;
   const std::vector<TensorShape> shapes = shapesFor(input);
   const int p = mp_.partitions, stages = p * mp_.virtualStages;

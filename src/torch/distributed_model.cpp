@@ -398,6 +398,11 @@ torch::Tensor DistributedModel::forward(const torch::Tensor& input) {
   Impl& m = *impl_;
   if (m.engine) {  // model parallel: a stage inside step(), else the whole pipeline (evaluation)
     if (m.stepChunk >= 0) return m.engine->forwardChunk(m.stepChunk, m.stepMicrobatch, input);
+    if (!m.engine->planned()) {  // evaluation before training: plan on (part of) this input
+      const int64_t sample = std::max<int64_t>(1, input.size(0) / m.engine->config().microbatches);
+      m.engine->makePlan(input.narrow(0, 0, std::min(sample, input.size(0))), world());
+      m.onPlanned();
+    }
     return m.engine->inference(input);
   }
   if (m.options.broadcastBuffers && m.module->is_training() && !m.buffers.empty()) {
