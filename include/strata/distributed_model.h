@@ -35,7 +35,7 @@
 // microbatch, layer), so results do not depend on the partition count (docs/pipeline.md).
 // Every rank of a pipeline must call step() with the same batch (shard data by dp_rank()).
 // Outside step(), m(x) runs the pipeline forward without autograd (evaluation) and returns
-// the last stage's output on every pipeline rank.
+// the last stage's output on every pipeline rank (partitioning first if no step has).
 //
 // Threading: one training thread drives a DistributedModel.
 #pragma once
