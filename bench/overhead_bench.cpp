@@ -13,6 +13,8 @@
 //   # debugger_mb_per_s: <those bytes / the timed steps' wall time>
 //   # cpu_ms_per_step: <rank 0's CPU time (all its threads: training, intra-op, communication,
 //                       debugger writer, profiler) over the timed steps, per step>
+//   # fast_path_ns_per_forward: <DistributedModel::forward's instrumentation check when
+//                                nothing is due and the timeline is off, per call>
 // CPU time is far less sensitive than wall time to other processes on a shared machine, so
 // it resolves small overheads that the step time's noise hides.
 #include <CLI/CLI.hpp>
@@ -21,11 +23,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
+#include <functional>
 #include <filesystem>
 
 #include "../examples/fashion_mnist/fashion_mnist.h"
 #include "strata/strata.h"
+#include "torch/layer_instrumentation.h"
 
 namespace {
 
@@ -58,13 +63,15 @@ uint64_t bytesUnder(const std::filesystem::path& dir) {
 
 int main(int argc, char** argv) {
   std::string config, dataDir = fashion::kDefaultDataDir;
-  int64_t steps = 300, warmup = 30, batchSize = 64;
+  int64_t steps = 300, warmup = 30, batchSize = 64, fastPathCalls = 200000;
   CLI::App app{"Debugger/profiler overhead on the Fashion-MNIST training loop"};
   app.add_option("--config", config, "job config (JSON)");
   app.add_option("--steps", steps, "timed steps")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "untimed steps first");
   app.add_option("--batch-size", batchSize, "global batch size")->check(CLI::PositiveNumber);
   app.add_option("--data-dir", dataDir, "Fashion-MNIST folder");
+  app.add_option("--fast-path-calls", fastPathCalls, "calls per round of the instrumentation-check timing")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   try {
     strata::init(argc, argv);
@@ -105,6 +112,27 @@ int main(int argc, char** argv) {
         ++step;
       }
     }
+    // The per-forward cost of the instrumentation check in this configuration, alone: the
+    // same trivial forward function called directly and through instrument::forward (which
+    // returns it unchanged when nobody needs per-layer data). Meaningful for the cases
+    // where nothing is due at this step (dbg_default, prof_default, off).
+    const torch::Tensor probe = torch::zeros({1});
+    const std::function<torch::Tensor(const torch::Tensor&)> identity = [](const torch::Tensor& x) { return x; };
+    auto timeCalls = [&](bool instrumented) {
+      const auto start = Clock::now();
+      for (int64_t i = 0; i < fastPathCalls; ++i) {
+        const torch::Tensor out = instrumented ? strata::instrument::forward(*net, identity, probe) : identity(probe);
+        if (!out.defined()) std::abort();
+      }
+      return std::chrono::duration<double, std::nano>(Clock::now() - start).count() / static_cast<double>(fastPathCalls);
+    };
+    timeCalls(true);
+    double instrumentedNs = 1e30, plainNs = 1e30;  // best of 7 rounds each, interleaved
+    for (int round = 0; round < 7; ++round) {
+      instrumentedNs = std::min(instrumentedNs, timeCalls(true));
+      plainNs = std::min(plainNs, timeCalls(false));
+    }
+    const double fastPathNs = instrumentedNs - plainNs;
     const double timedSeconds = std::chrono::duration<double>(last - timedStart).count();
     const double cpuMs = processCpuMs() - cpuStartMs;
     const std::string outputDir = strata::outputDir();
@@ -121,6 +149,7 @@ int main(int argc, char** argv) {
       std::printf("# debugger_bytes: %llu\n", static_cast<unsigned long long>(bytes));
       std::printf("# debugger_mb_per_s: %.3f\n", static_cast<double>(bytes) / 1e6 / timedSeconds);
       std::printf("# cpu_ms_per_step: %.4f\n", cpuMs / static_cast<double>(stepMs.size()));
+      std::printf("# fast_path_ns_per_forward: %.1f\n", fastPathNs);
     }
     return 0;
   } catch (const std::exception& e) {

@@ -214,7 +214,8 @@ torch::Tensor forward(torch::nn::Module& module, const std::function<torch::Tens
   // The common case first: nobody listening, no lock.
   profiler::Session* prof = profiler::current();
   debugger::TorchHook* hook = debugger::activeHook();
-  if ((prof == nullptr || !prof->timelineActive()) && (hook == nullptr || !hook->writes())) return forwardFn(input);
+  const bool timeline = prof != nullptr && prof->timelineActive();
+  if (!timeline && (hook == nullptr || !hook->writes() || !hook->core().anythingDue())) return forwardFn(input);
   Needs needs;
   {
     std::lock_guard<std::mutex> lock(gStatesMu);

@@ -13,8 +13,9 @@
 //     gradient-accumulator hooks on its parameters) that time its backward as a
 //     "Backward-SubModuleInternal" slice inside a "Backward(post-forward)" slice
 //     (profiler/layer_timeline.h has the timing rules).
-// At any other step the model's own forward runs untouched: one atomic load and one mutex-
-// free check each for the profiler and the debugger.
+// At any other step the model's own forward runs untouched after two atomic loads and, with
+// a debugger hook writing on this rank, its "anything due" flag (one uncontended mutex):
+// ~1 ns per forward without a hook, ~15 ns with one (bench/overhead_bench, fast_path_ns).
 //
 // Names: a child's path is its name in the Sequential ("0", "1" ... or the names given to
 // a named Sequential: "conv1", "relu1"), so smdebug's default regexes ("outputs",
