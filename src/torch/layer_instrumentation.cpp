@@ -166,46 +166,66 @@ Needs currentNeeds(CaptureState& state) {
   return needs;
 }
 
+LayerRecorder::LayerRecorder(std::string topName, std::vector<std::string> paths, const torch::Tensor& input,
+                             const Needs& needs, ParamsOf paramsOf)
+    : topName_(std::move(topName)),
+      paths_(std::move(paths)),
+      input_(input),
+      paramsOf_(std::move(paramsOf)),
+      hook_(needs.capture ? debugger::activeHook() : nullptr),
+      prof_(needs.timeline ? profiler::current() : nullptr),
+      timeBackward_(prof_ != nullptr && torch::GradMode::is_enabled()) {
+  if (timeBackward_) removeAccumulatorHooks();
+  if (timeBackward_ || hook_) outputs_.reserve(paths_.size());
+  saveTensors(hook_, topName_, &input_, nullptr);
+  if (prof_) topStartUs_ = prof_->nowUs();
+}
+
+void LayerRecorder::begin(size_t layer) {
+  if (prof_) layerStartUs_ = prof_->nowUs();
+  (void)layer;
+}
+
+void LayerRecorder::end(size_t layer, const torch::Tensor* output) {
+  TORCH_CHECK(layer < paths_.size() && (outputs_.size() == layer || !(timeBackward_ || hook_)),
+              "LayerRecorder: layers must be recorded in order (got ", layer, ")");
+  if (prof_)
+    prof_->recordSlice(paths_[layer], phases::kForwardSubmodule, Track::kCompute, layerStartUs_,
+                       prof_->nowUs() - layerStartUs_);
+  if (hook_) {
+    // The input of child i is the output of child i - 1 (saved under both names, as
+    // smdebug's forward pre-hooks and hooks do).
+    const torch::Tensor* in = layer == 0 ? &input_ : (outputs_[layer - 1].defined() ? &outputs_[layer - 1] : nullptr);
+    saveTensors(hook_, paths_[layer], in, output);
+  }
+  if (timeBackward_ || hook_) outputs_.push_back(output ? *output : torch::Tensor());
+}
+
+void LayerRecorder::finish(const torch::Tensor& result) {
+  if (prof_) prof_->recordSlice(topName_, phases::kForward, Track::kCompute, topStartUs_, prof_->nowUs() - topStartUs_);
+  saveTensors(hook_, topName_, nullptr, &result);
+  if (timeBackward_ && outputs_.size() == paths_.size())
+    armBackward(topName_, paths_, input_, outputs_, paramsOf_, /*perLayer=*/true);
+}
+
 torch::Tensor runLayers(const std::string& topName, std::vector<Layer>& layers, const torch::Tensor& input,
                         const Needs& needs) {
   TORCH_CHECK(!layers.empty(), "runLayers: no layers for ", topName);
-  debugger::TorchHook* hook = needs.capture ? debugger::activeHook() : nullptr;
-  profiler::Session* prof = needs.timeline ? profiler::current() : nullptr;
-  const bool timeBackward = prof != nullptr && torch::GradMode::is_enabled();
-  if (timeBackward) removeAccumulatorHooks();
-  std::vector<torch::Tensor> outputs;
-  if (timeBackward) outputs.reserve(layers.size());
-
-  saveTensors(hook, topName, &input, nullptr);
-  const int64_t topStart = prof ? prof->nowUs() : 0;
+  std::vector<std::string> paths;
+  for (const auto& l : layers) paths.push_back(l.path);
+  LayerRecorder recorder(topName, std::move(paths), input, needs,
+                         [&layers](size_t i) { return layers[i].module.ptr()->parameters(/*recurse=*/true); });
   torch::nn::AnyValue value(input);
   for (size_t i = 0; i < layers.size(); ++i) {
-    Layer& layer = layers[i];
-    const int64_t start = prof ? prof->nowUs() : 0;
-    torch::nn::AnyValue next = i == 0 ? layer.module.any_forward(input) : layer.module.any_forward(std::move(value));
+    recorder.begin(i);
+    torch::nn::AnyValue next = i == 0 ? layers[i].module.any_forward(input) : layers[i].module.any_forward(std::move(value));
     value = std::move(next);
-    const torch::Tensor* out = value.try_get<torch::Tensor>();
-    if (prof) prof->recordSlice(layer.path, phases::kForwardSubmodule, Track::kCompute, start, prof->nowUs() - start);
-    if (hook) {
-      // The input of child i is the output of child i - 1 (already saved under that name
-      // too, as smdebug's pre-hooks and hooks save both).
-      const torch::Tensor* in = i == 0 ? &input : (outputs.empty() ? nullptr : &outputs.back());
-      saveTensors(hook, layer.path, in, out);
-    }
-    if (timeBackward || hook) outputs.push_back(out ? *out : torch::Tensor());
+    recorder.end(i, value.try_get<torch::Tensor>());
   }
   const torch::Tensor* result = value.try_get<torch::Tensor>();
   TORCH_CHECK(result != nullptr, "runLayers: the last layer of ", topName, " (", layers.back().path,
               ") did not return a tensor");
-  if (prof) prof->recordSlice(topName, phases::kForward, Track::kCompute, topStart, prof->nowUs() - topStart);
-  saveTensors(hook, topName, nullptr, result);
-  if (timeBackward) {
-    std::vector<std::string> paths;
-    for (const auto& l : layers) paths.push_back(l.path);
-    armBackward(topName, paths, input, outputs,
-                [&layers](size_t i) { return layers[i].module.ptr()->parameters(/*recurse=*/true); },
-                /*perLayer=*/true);
-  }
+  recorder.finish(*result);
   return *result;
 }
 

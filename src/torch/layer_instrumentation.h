@@ -42,6 +42,13 @@ class Module;
 class SequentialImpl;
 }  // namespace torch::nn
 
+namespace strata::debugger {
+class TorchHook;
+}
+namespace strata::profiler {
+class Session;
+}
+
 namespace strata::instrument {
 
 // One child to run: its module path and the module (AnyModule: any forward signature, as
@@ -80,6 +87,36 @@ Needs currentNeeds(CaptureState& state);
 // stage. The result must be a tensor.
 torch::Tensor runLayers(const std::string& topName, std::vector<Layer>& layers, const torch::Tensor& input,
                         const Needs& needs);
+
+// The same per-layer recording for an executor that runs the layers itself (the pipeline's
+// stages, which seed each layer's RNG before its forward):
+//   LayerRecorder rec(stageName, paths, input, currentNeeds(state), paramsOf);
+//   for (size_t i = 0; i < n; ++i) { rec.begin(i); y = layer_i(y); rec.end(i, &y); }
+//   rec.finish(y);
+// Layers must be recorded in order, each exactly once; finish() after the last one arms the
+// backward timing. Does nothing beyond what `needs` asks.
+class LayerRecorder {
+ public:
+  using ParamsOf = std::function<std::vector<torch::Tensor>(size_t layer)>;
+  LayerRecorder(std::string topName, std::vector<std::string> paths, const torch::Tensor& input, const Needs& needs,
+                ParamsOf paramsOf);
+  void begin(size_t layer);
+  // `output`: the layer's output, or nullptr when it is not a tensor.
+  void end(size_t layer, const torch::Tensor* output);
+  void finish(const torch::Tensor& result);
+
+ private:
+  std::string topName_;
+  std::vector<std::string> paths_;
+  torch::Tensor input_;
+  ParamsOf paramsOf_;
+  debugger::TorchHook* hook_;
+  profiler::Session* prof_;
+  bool timeBackward_;
+  int64_t topStartUs_ = 0;
+  int64_t layerStartUs_ = 0;
+  std::vector<torch::Tensor> outputs_;
+};
 
 // DistributedModel::forward: `forwardFn` when nobody needs per-layer data, otherwise the
 // instrumented forward described above.

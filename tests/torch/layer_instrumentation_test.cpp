@@ -8,6 +8,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/types.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -288,6 +289,57 @@ TEST(LayerInstrumentation, TimelineHasPerLayerForwardBackwardDataLoadingAndAllRe
     EXPECT_EQ(phases["AllReduce"][0].args["bytes"], 96);
     EXPECT_LE(phases["AllReduce"][0].endUs, phases["AllReduce"][1].startUs);
   }
+}
+
+}  // namespace
+}  // namespace strata::instrument
+
+namespace strata::instrument {
+namespace {
+
+// A pipeline stage runs its layers itself (seeding each one) and its input is an activation
+// received from the previous stage, which requires a gradient: the first layer's backward
+// then ends when the input's gradient arrives.
+TEST(LayerInstrumentation, RecorderForAStageWhoseInputNeedsAGradient) {
+  TempDir dir;
+  auto net = namedNet();
+  auto layers = sequentialLayers(*net);
+  std::string root;
+  torch::Tensor result, expected;
+  const torch::Tensor received = torch::randn({3, 4}).requires_grad_();
+  {
+    auto prof = profiler::Session::start(stepWindow(0, 1), sessionInfo(dir.path()));
+    root = prof->profilerRoot();
+    prof->stepBegin(0);
+    Needs needs;
+    needs.timeline = true;
+    std::vector<std::string> paths;
+    for (const auto& l : layers) paths.push_back(l.path);
+    LayerRecorder rec("stage1", paths, received, needs,
+                      [&](size_t i) { return layers[i].module.ptr()->parameters(true); });
+    torch::Tensor y = received;
+    for (size_t i = 0; i < layers.size(); ++i) {
+      torch::manual_seed(static_cast<uint64_t>(100 + i));  // the executor's per-layer seeding
+      rec.begin(i);
+      y = layers[i].module.forward(y);
+      rec.end(i, &y);
+    }
+    rec.finish(y);
+    result = y;
+    y.sum().backward();
+    prof->stepEnd(0);
+    prof->stop();
+  }
+  EXPECT_TRUE(torch::allclose(result, net->forward(received)));
+  ASSERT_TRUE(received.grad().defined());
+  std::map<std::string, std::vector<std::string>> names;
+  for (const auto& e : profiler::TimelineReader(root).events({})) names[e.phase].push_back(e.name);
+  EXPECT_EQ(names["Forward"], (std::vector<std::string>{"stage1"}));
+  EXPECT_EQ(names["Forward-SubModuleInternal"], (std::vector<std::string>{"fc1", "relu", "fc2"}));
+  EXPECT_EQ(names["Backward(post-forward)"], (std::vector<std::string>{"stage1"}));
+  auto backward = names["Backward-SubModuleInternal"];
+  std::sort(backward.begin(), backward.end());
+  EXPECT_EQ(backward, (std::vector<std::string>{"fc1", "fc2", "relu"}));
 }
 
 }  // namespace
