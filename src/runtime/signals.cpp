@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdint>
+#include <ctime>
 #include <mutex>
 
 #include "core/env.h"
@@ -12,26 +14,38 @@ namespace strata::runtime {
 namespace {
 
 constexpr int kSignals[] = {SIGTERM, SIGINT};
+// One Ctrl-C reaches a rank several times within milliseconds (the terminal's process group,
+// mpirun forwarding it, `strata run` forwarding it): repeats this soon count as the same one.
+constexpr int64_t kRepeatWindowMs = 1000;
 
 std::mutex installMutex;
 bool installed = false;
 struct sigaction previous[2];
-std::atomic<int> received[2] = {0, 0};  // per signal: how many arrived
+std::atomic<int64_t> firstArrivalMs[2] = {0, 0};  // per signal; 0: not received
 
 int slotOf(int signo) { return signo == SIGTERM ? 0 : 1; }
 
+int64_t monotonicMs() {  // clock_gettime is async-signal-safe
+  struct timespec ts {};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000 + ts.tv_nsec / 1000000 + 1;  // never 0
+}
+
 void onStopSignal(int signo) {
-  const int count = ++received[slotOf(signo)];
-  if (count > 1) {
-    // Second time: the default action (terminate), as the user asked twice.
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    sigaction(signo, &dfl, nullptr);
-    raise(signo);
+  const int slot = slotOf(signo);
+  const int64_t now = monotonicMs();
+  int64_t first = 0;
+  if (firstArrivalMs[slot].compare_exchange_strong(first, now)) {
+    requestStopFromSignal(signo);
     return;
   }
-  requestStopFromSignal(signo);
+  if (now - first < kRepeatWindowMs) return;
+  // Asked again later: the default action (terminate), as the user means it.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(signo, &dfl, nullptr);
+  raise(signo);
 }
 
 }  // namespace
@@ -46,7 +60,7 @@ void installStopSignalHandlers() {
     sigemptyset(&action.sa_mask);
     action.sa_flags = SA_RESTART;  // blocking reads and writes carry on; the loop checks later
     sigaction(signo, &action, &previous[slotOf(signo)]);
-    received[slotOf(signo)] = 0;
+    firstArrivalMs[slotOf(signo)] = 0;
   }
   installed = true;
   STRATA_LOG(kDebug, kInit, "SIGTERM/SIGINT: finish the step, checkpoint, exit (a second signal terminates)");
