@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "collectives/bucket_assignment.h"
+#include "debugger/naming.h"
 #include "debugger/torch_hook.h"
 #include "profiler/session.h"
 #include "core/errors.h"
@@ -459,8 +460,10 @@ StepOutput DistributedModel::pipelineStep(const torch::Tensor& data, const torch
   const int64_t step = m.stepCount++;
   if (prof) prof->stepBegin(step);
   debugger::TorchHook* hook = debuggerHook();
+  // Each rank saves what it owns: its stages' parameters and gradients, and on the last
+  // stage the loss (smdebug's names, so the default collections and rules apply).
   if (hook && hook->beginStep(m.module->is_training() ? debugger::Mode::kTrain : debugger::Mode::kEval))
-    hook->saveParameters(*m.module);
+    hook->saveParameters(debugger::moduleClassName(m.module->name()), m.engine->localParameters());
 
   pipeline::StepInputs in;
   in.data = data;
@@ -509,7 +512,7 @@ StepOutput DistributedModel::pipelineStep(const torch::Tensor& data, const torch
   }
   StepOutput out;
   out.outputs = m.engine->shareOutputs(m.lastReport.outputs);
-  if (hook) hook->saveLoss(out.reduce_mean());
+  if (hook && m.engine->ppRank() == m.engine->ppSize() - 1) hook->saveLoss(out.reduce_mean());
   if (prof) prof->stepEnd(step);
   return out;
 }
@@ -607,7 +610,15 @@ void DistributedOptimizer::zero_grad() { model_.zero_grad(); }
 void DistributedOptimizer::step() {
   model_.finish_gradient_sync();
   // Gradients as the optimizer sees them: after the AllReduce, before the update.
-  if (debugger::TorchHook* hook = debuggerHook()) hook->saveGradients(*model_.module());
+  if (debugger::TorchHook* hook = debuggerHook()) {
+    if (model_.partitioned()) {  // this rank's stages only
+      std::vector<std::pair<std::string, torch::Tensor>> local;
+      for (const auto& item : model_.local_state_dict()) local.emplace_back(item.key(), item.value());
+      hook->saveGradients(debugger::moduleClassName(model_.module()->name()), local);
+    } else {
+      hook->saveGradients(*model_.module());
+    }
+  }
   optimizer_->step();
 }
 
