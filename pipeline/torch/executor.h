@@ -14,6 +14,15 @@
 // stage (except the last global one) runs its forward without autograd and keeps only the
 // input; backward recomputes the forward with the same RNG seeds, then differentiates it.
 //
+// Profiling: inside the profiler's framework_profile window (the session's timeline is on at
+// the step's begin, as for the data-parallel path) the executor records on the compute track
+// a "Forward" slice "stage <s>" per chunk forward (args stage, chunk, microbatch) holding a
+// "Forward-SubModuleInternal" slice per layer, and a "Backward(post-forward)" slice per chunk
+// backward; on the pipeline track ("Pipeline" phase) every send, every receive (the time
+// blocked in it: args peer, microbatch, bytes) and the final wait for the step's sends. The
+// data-parallel reduction of hybrid runs records its AllReduceWait / AllReduce slices itself
+// (DistributedModel). Outside the window: one pointer test per instruction.
+//
 // Threading: one training thread.
 #pragma once
 
@@ -29,6 +38,10 @@
 #include "pipeline/program.h"
 #include "pipeline/torch/layers.h"
 #include "strata/group.h"
+
+namespace strata::profiler {
+class Session;
+}
 
 namespace strata::pipeline {
 
@@ -109,8 +122,11 @@ class Executor {
   bool isLastStage(int chunk) const;
   void trackStash();
   void finishSends();
+  torch::Tensor recordedForward(int chunk, int microbatch, const torch::Tensor& x, const SeedContext* seed);
+  void recordPipeline(const char* name, const Instruction& in, int64_t startUs, int64_t bytes);
 
   ExecutorSetup setup_;
+  profiler::Session* prof_ = nullptr;  // the session while its timeline is on, for this step
   const StepInputs* in_ = nullptr;
   StepReport report_;
   std::map<std::pair<int, int>, Stash> stash_;  // (chunk, microbatch)

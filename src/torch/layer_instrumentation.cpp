@@ -167,14 +167,15 @@ Needs currentNeeds(CaptureState& state) {
 }
 
 LayerRecorder::LayerRecorder(std::string topName, std::vector<std::string> paths, const torch::Tensor& input,
-                             const Needs& needs, ParamsOf paramsOf)
+                             const Needs& needs, ParamsOf paramsOf, std::vector<profiler::Arg> topArgs)
     : topName_(std::move(topName)),
       paths_(std::move(paths)),
       input_(input),
       paramsOf_(std::move(paramsOf)),
+      topArgs_(std::move(topArgs)),
       hook_(needs.capture ? debugger::activeHook() : nullptr),
       prof_(needs.timeline ? profiler::current() : nullptr),
-      timeBackward_(prof_ != nullptr && torch::GradMode::is_enabled()) {
+      timeBackward_(prof_ != nullptr && needs.layerBackward && torch::GradMode::is_enabled()) {
   if (timeBackward_) removeAccumulatorHooks();
   if (timeBackward_ || hook_) outputs_.reserve(paths_.size());
   saveTensors(hook_, topName_, &input_, nullptr);
@@ -202,7 +203,9 @@ void LayerRecorder::end(size_t layer, const torch::Tensor* output) {
 }
 
 void LayerRecorder::finish(const torch::Tensor& result) {
-  if (prof_) prof_->recordSlice(topName_, phases::kForward, Track::kCompute, topStartUs_, prof_->nowUs() - topStartUs_);
+  if (prof_)
+    prof_->recordSlice(topName_, phases::kForward, Track::kCompute, topStartUs_, prof_->nowUs() - topStartUs_,
+                       std::move(topArgs_));
   saveTensors(hook_, topName_, nullptr, &result);
   if (timeBackward_ && outputs_.size() == paths_.size())
     armBackward(topName_, paths_, input_, outputs_, paramsOf_, /*perLayer=*/true);

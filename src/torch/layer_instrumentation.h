@@ -37,6 +37,8 @@
 #include <string>
 #include <vector>
 
+#include "profiler/timeline_event.h"
+
 namespace torch::nn {
 class Module;
 class SequentialImpl;
@@ -65,6 +67,10 @@ std::vector<Layer> sequentialLayers(torch::nn::SequentialImpl& sequential);
 struct Needs {
   bool capture = false;   // save module inputs/outputs through the debugger hook
   bool timeline = false;  // record forward/backward slices
+  // Time each layer's backward with tensor and gradient-accumulator hooks. Off for pipeline
+  // stages: the executor times each stage's backward itself, and the microbatches in flight
+  // share their parameters' accumulators (one microbatch's hooks would fire in another's).
+  bool layerBackward = true;
   bool any() const { return capture || timeline; }
 };
 
@@ -98,8 +104,9 @@ torch::Tensor runLayers(const std::string& topName, std::vector<Layer>& layers, 
 class LayerRecorder {
  public:
   using ParamsOf = std::function<std::vector<torch::Tensor>(size_t layer)>;
+  // `topArgs`: the args of the top Forward slice (a pipeline stage's microbatch).
   LayerRecorder(std::string topName, std::vector<std::string> paths, const torch::Tensor& input, const Needs& needs,
-                ParamsOf paramsOf);
+                ParamsOf paramsOf, std::vector<profiler::Arg> topArgs = {});
   void begin(size_t layer);
   // `output`: the layer's output, or nullptr when it is not a tensor.
   void end(size_t layer, const torch::Tensor* output);
@@ -110,6 +117,7 @@ class LayerRecorder {
   std::vector<std::string> paths_;
   torch::Tensor input_;
   ParamsOf paramsOf_;
+  std::vector<profiler::Arg> topArgs_;
   debugger::TorchHook* hook_;
   profiler::Session* prof_;
   bool timeBackward_;

@@ -1,0 +1,172 @@
+// End to end under mpirun (2 ranks, tests/pp/pipeline_profiler_e2e.sh): a 2-stage pipeline
+// (manual partition: fc1, relu1 on stage 0; fc2, relu2, fc3 on stage 1; 4 microbatches) trained
+// through DistributedModel with the profiler configured as a user would (system metrics every
+// 100 ms, framework timeline for steps 1..3). After finalize, rank 0 reads the profiler files
+// back and checks: system metrics files and the end marker; valid Perfetto traces (strict
+// nesting per track); per rank the step events of the window only, per microbatch one
+// "stage <s>" Forward and Backward slice (args.microbatch), each layer of its stage as a
+// Forward-SubModuleInternal slice inside a stage Forward, and on the pipeline track the
+// receives (the waits: activations on stage 1, gradients on stage 0) and sends with their
+// peer and microbatch. Exit status 0 when everything holds, 1 with one line per problem.
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "profiler/timeline_reader.h"
+#include "profiler/trace_check.h"  // tests/profiler
+#include "strata/strata.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+constexpr int64_t kSteps = 6;
+constexpr int64_t kWindowStart = 1, kWindowSteps = 3;  // as in pipeline_profiler_e2e.sh
+constexpr int kMicrobatches = 4;                        // as in pipeline_profiler_e2e.sh
+const std::vector<std::vector<std::string>> kStageLayers = {{"fc1", "relu1"}, {"fc2", "relu2", "fc3"}};
+
+void train() {
+  torch::manual_seed(7);
+  torch::nn::Sequential net({{"fc1", torch::nn::Linear(8, 32)},
+                             {"relu1", torch::nn::ReLU()},
+                             {"fc2", torch::nn::Linear(32, 32)},
+                             {"relu2", torch::nn::ReLU()},
+                             {"fc3", torch::nn::Linear(32, 4)}});
+  strata::DistributedModel model(net);
+  strata::DistributedOptimizer opt(torch::optim::SGD(model.parameters(), 0.05), model);
+  for (int64_t step = 0; step < kSteps; ++step) {
+    torch::manual_seed(100 + step);  // the same batch on both ranks of the pipeline
+    const torch::Tensor x = torch::randn({16, 8}), y = torch::randn({16, 4});
+    opt.zero_grad();
+    model.step(x, y, [](strata::DistributedModel& m, const torch::Tensor& in, const torch::Tensor& target) {
+      auto loss = torch::mse_loss(m(in), target);
+      m.backward(loss);
+      return loss;
+    });
+    opt.step();
+  }
+}
+
+struct Checker {
+  int problems = 0;
+  void expect(bool ok, const std::string& what) {
+    if (ok) return;
+    ++problems;
+    std::printf("FAIL: %s\n", what.c_str());
+  }
+};
+
+int64_t intArg(const strata::profiler::TraceEvent& e, const char* key) {
+  const auto it = e.args.find(key);
+  return it != e.args.end() && it->is_number_integer() ? it->get<int64_t>() : -1;
+}
+
+void checkRank(strata::profiler::TimelineReader& reader, int rank, Checker& c) {
+  using strata::profiler::TraceEvent;
+  strata::profiler::TraceQuery q;
+  q.rank = rank;
+  const std::vector<TraceEvent> events = reader.events(q);
+  const std::string r = "rank " + std::to_string(rank) + ": ";
+  std::set<int64_t> stepNums, stepEvents;
+  std::map<std::string, std::vector<const TraceEvent*>> byPhase;
+  for (const auto& e : events) {
+    byPhase[e.phase].push_back(&e);
+    if (e.stepNum()) stepNums.insert(*e.stepNum());
+    if (e.phase == "Step:ModeKeys.TRAIN" && e.stepNum()) stepEvents.insert(*e.stepNum());
+  }
+  c.expect(stepEvents == std::set<int64_t>{1, 2, 3}, r + "step events of the window");
+  c.expect(!stepNums.empty() && *stepNums.begin() >= kWindowStart && *stepNums.rbegin() < kWindowStart + kWindowSteps,
+           r + "events only inside the window");
+
+  // Per phase: (step, microbatch) pairs of this rank's stage slices.
+  const std::string stage = "stage " + std::to_string(rank);
+  auto microbatchesOf = [&](const std::string& phase, const std::string& name) {
+    std::multiset<std::pair<int64_t, int64_t>> seen;
+    for (const TraceEvent* e : byPhase[phase])
+      if (e->name == name) seen.insert({intArg(*e, "step"), intArg(*e, "microbatch")});
+    return seen;
+  };
+  std::multiset<std::pair<int64_t, int64_t>> every;
+  for (int64_t s = kWindowStart; s < kWindowStart + kWindowSteps; ++s)
+    for (int64_t mb = 0; mb < kMicrobatches; ++mb) every.insert({s, mb});
+  c.expect(microbatchesOf("Forward", stage) == every, r + "one " + stage + " Forward per step and microbatch");
+  c.expect(microbatchesOf("Backward(post-forward)", stage) == every,
+           r + "one " + stage + " Backward per step and microbatch");
+  for (const TraceEvent* e : byPhase["Forward"])
+    c.expect(e->name == stage && e->tid == 2, r + "Forward slice " + e->name + " on the compute track");
+
+  // Every layer of the stage, once per microbatch, inside a stage Forward slice.
+  std::map<std::string, int> layerCount;
+  for (const TraceEvent* l : byPhase["Forward-SubModuleInternal"]) {
+    ++layerCount[l->name];
+    bool inside = false;
+    for (const TraceEvent* f : byPhase["Forward"])
+      inside = inside || (f->tid == l->tid && f->startUs <= l->startUs && l->endUs <= f->endUs);
+    c.expect(inside, r + "layer " + l->name + " inside a stage Forward slice");
+  }
+  std::map<std::string, int> expectedLayers;
+  for (const auto& name : kStageLayers.at(static_cast<size_t>(rank)))
+    expectedLayers[name] = kWindowSteps * kMicrobatches;
+  c.expect(layerCount == expectedLayers, r + "per-layer forward slices of the stage's layers");
+
+  // The pipeline track: what this stage receives (the waits) and sends, with peer and microbatch.
+  const int peer = 1 - rank;
+  std::map<std::string, std::multiset<std::pair<int64_t, int64_t>>> pipe;
+  for (const TraceEvent* e : byPhase["Pipeline"]) {
+    c.expect(e->tid == 5, r + e->name + " on the pipeline track");
+    if (e->name == "wait sends") continue;
+    c.expect(intArg(*e, "peer") == peer, r + e->name + " names its peer");
+    c.expect(intArg(*e, "bytes") > 0, r + e->name + " names its bytes");
+    pipe[e->name].insert({e->stepNum().value_or(-1), intArg(*e, "microbatch")});
+  }
+  const char* recv = rank == 0 ? "recv gradient" : "recv activation";
+  const char* send = rank == 0 ? "send activation" : "send gradient";
+  c.expect(pipe[recv] == every, r + recv + " per step and microbatch");
+  c.expect(pipe[send] == every, r + send + " per step and microbatch");
+  c.expect(pipe.size() == 2, r + "no other pipeline slices than its sends and receives");
+}
+
+void checkProfiler(const std::string& dir, Checker& c) {
+  const std::string root = dir + "/profiler-output";
+  bool systemFile = false;
+  for (const auto& e : fs::recursive_directory_iterator(root + "/system"))
+    systemFile = systemFile || (e.path().filename().string().find(".algo-1.json") != std::string::npos);
+  c.expect(systemFile, "a system metrics file algo-1");
+  c.expect(fs::exists(root + "/system/training_job_end.ts"), "profiler end marker");
+  strata::profiler::TimelineReader reader(root);
+  c.expect(reader.files().size() >= 2, "a trace file per rank");
+  for (const auto& f : reader.files()) {
+    std::ifstream in(f.path);
+    std::stringstream text;
+    text << in.rdbuf();
+    for (const auto& p : strata::profiler::testing::perfettoProblems(nlohmann::json::parse(text.str())))
+      c.expect(false, f.path + ": " + p);
+  }
+  for (int rank = 0; rank < 2; ++rank) checkRank(reader, rank, c);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    strata::init(argc, argv);
+    const std::string dir = strata::outputDir();
+    const int rank = strata::rank();
+    train();
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));  // a few system samples
+    strata::finalize();
+    if (rank != 0) return 0;
+    Checker c;
+    checkProfiler(dir, c);
+    std::printf(c.problems == 0 ? "PASS\n" : "%d problem(s)\n", c.problems);
+    return c.problems == 0 ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs tests/pp/pipeline_profiler_e2e.cpp on 2 ranks (one pipeline of 2 stages, 4 microbatches,
+# manual partition) with the profiler on: system metrics every 100 ms, framework timeline for
+# steps 1..3.
+set -euo pipefail
+MPIEXEC="$1"; BINARY="$2"
+dir=$(mktemp -d "${TMPDIR:-/tmp}/strata_pp_prof_XXXXXX")
+trap '[ -n "${KEEP:-}" ] || rm -rf "$dir"' EXIT; echo "run dir: $dir"
+cat >"$dir/job.json" <<JSON
+{
+  "output_dir": "$dir/run",
+  "modelparallel": {
+    "enabled": true, "partitions": 2, "microbatches": 4, "pipeline": "interleaved",
+    "auto_partition": false, "manual_partition": {"fc1": 0, "relu1": 0, "fc2": 1, "relu2": 1, "fc3": 1}
+  },
+  "profiler": {
+    "system_monitor_interval_millis": 100,
+    "framework_profile": {"start_step": 1, "num_steps": 3}
+  }
+}
+JSON
+"$MPIEXEC" -n 2 "$BINARY" --config "$dir/job.json"
