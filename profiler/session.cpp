@@ -157,6 +157,8 @@ void Session::stepEnd(int64_t step) noexcept {
     record = StepRecord{step, stepMode_, stepStartUs_, now - stepStartUs_};
     inWindow = stepInWindow_;
     openStep_ = -1;
+    lastEndedStep_ = step;
+    lastEndedInWindow_ = inWindow;
   }
   guarded("step", [&] {
     if (buffer_.pushStep(record)) stepsRecorded_.fetch_add(1, std::memory_order_relaxed);
@@ -191,6 +193,25 @@ void Session::recordSlice(std::string_view name, std::string_view phase, int tid
     e.durUs = durUs;
     e.step = currentStep_.load(std::memory_order_relaxed);
     e.args = std::move(args);
+    accept(buffer_.push(std::move(e)));
+  });
+}
+
+void Session::recordForEndedStep(int64_t step, std::string_view name, std::string_view phase, Track track,
+                                 int64_t startUs, int64_t durUs) noexcept {
+  if (!enabled_ || stopped_.load(std::memory_order_relaxed)) return;
+  {
+    std::lock_guard<std::mutex> lock(stepMu_);
+    if (step != lastEndedStep_ || !lastEndedInWindow_ || openStep_ >= 0) return;
+  }
+  guarded("record", [&] {
+    TimelineEvent e;
+    e.name = std::string(name);
+    e.phase = std::string(phase);
+    e.tid = trackId(track);
+    e.startUs = startUs;
+    e.durUs = durUs;
+    e.step = step;
     accept(buffer_.push(std::move(e)));
   });
 }

@@ -99,6 +99,11 @@ class Session {
                    int64_t durUs, std::vector<Arg> args = {}) noexcept;
   void recordSlice(std::string_view name, std::string_view phase, int tid, int64_t startUs,
                    int64_t durUs, std::vector<Arg> args = {}) noexcept;
+  // A slice that belongs to the step that just ended (the optimizer step after the model's
+  // step): recorded, with that step's number, when `step` is the last ended step and it was
+  // inside the framework window, even though the timeline may already be off.
+  void recordForEndedStep(int64_t step, std::string_view name, std::string_view phase, Track track,
+                          int64_t startUs, int64_t durUs) noexcept;
   // The data loader asked for the next batch (strata::DistributedSampler::next). The time
   // from the latest request to the next stepBegin() becomes a DataLoaderIter slice on the
   // data-loading track when that step is in the framework window: with libtorch's
@@ -154,6 +159,8 @@ class Session {
   int64_t openStep_ = -1;  // -1: no step open
   Mode stepMode_ = Mode::kTrain;
   bool stepInWindow_ = false;
+  int64_t lastEndedStep_ = -1;        // for recordForEndedStep
+  bool lastEndedInWindow_ = false;
   std::atomic<int64_t> currentStep_{-1};
   std::atomic<int64_t> batchRequestedUs_{-1};  // -1: no request since the last stepBegin
 

@@ -21,6 +21,7 @@
 #include "core/errors.h"
 #include "core/logging.h"
 #include "debugger/torch_hook.h"
+#include "profiler/session.h"
 #include "runtime/runtime_internal.h"
 #include "runtime/signals.h"
 #include "runtime/stop.h"
@@ -217,6 +218,7 @@ std::string broadcastString(std::string text) {
 }  // namespace
 
 std::string save(const std::string& dir, DistributedModel& model, DistributedOptimizer& optimizer, SaveOptions options) {
+  profiler::ScopedSlice slice("save", profiler::phases::kCheckpoint, profiler::Track::kCheckpoint);
   const config::JobConfig& cfg = runtime::jobConfig();
   const int64_t step = options.step >= 0 ? options.step : model.steps_taken();
   const int keep = options.keep >= 0 ? options.keep : cfg.checkpoint.keep;

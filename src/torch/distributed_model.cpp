@@ -619,7 +619,13 @@ void DistributedOptimizer::step() {
       hook->saveGradients(*model_.module());
     }
   }
+  // Timed as part of the model's step that just ended (model.step() closes the profiler step).
+  profiler::Session* prof = profiler::current();
+  const int64_t startUs = prof ? prof->nowUs() : 0;
   optimizer_->step();
+  if (prof)
+    prof->recordForEndedStep(model_.steps_taken() - 1, "step", profiler::phases::kOptimizer,
+                             profiler::Track::kCompute, startUs, prof->nowUs() - startUs);
 }
 
 namespace {

@@ -145,6 +145,8 @@ void checkProfiler(const std::string& dir, Checker& c) {
     c.expect(names["AllReduce"].size() >= kWindowSteps, r + "AllReduce per bucket");
     c.expect(names["AllReduceWait"].size() == kWindowSteps, r + "exposed AllReduce wait");
     c.expect(names["DataLoaderIter"].size() == kWindowSteps, r + "data loading");
+    c.expect(names["Optimizer"].count("step") == kWindowSteps,
+             r + "optimizer steps: " + std::to_string(names["Optimizer"].count("step")));
   }
 }
 
