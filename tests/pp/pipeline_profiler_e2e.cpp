@@ -1,4 +1,4 @@
-// End to end under mpirun (2 ranks, tests/pp/pipeline_profiler_e2e.sh): a 2-stage pipeline
+// End to end under mpirun (2 or 4 ranks, tests/pp/pipeline_profiler_e2e.sh): a 2-stage pipeline
 // (manual partition: fc1, relu1 on stage 0; fc2, relu2, fc3 on stage 1; 4 microbatches) trained
 // through DistributedModel with the profiler configured as a user would (system metrics every
 // 100 ms, framework timeline for steps 1..3). After finalize, rank 0 reads the profiler files
@@ -7,7 +7,9 @@
 // "stage <s>" Forward and Backward slice (args.microbatch), each layer of its stage as a
 // Forward-SubModuleInternal slice inside a stage Forward, and on the pipeline track the
 // receives (the waits: activations on stage 1, gradients on stage 0) and sends with their
-// peer and microbatch. Exit status 0 when everything holds, 1 with one line per problem.
+// peer and microbatch. On 4 ranks (hybrid: 2 pipelines x 2 data-parallel replicas, "ddp": true)
+// every rank also records its gradient reduction: one AllReduceWait per step and AllReduce
+// slices per bucket. Exit status 0 when everything holds, 1 with one line per problem.
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -66,7 +68,7 @@ int64_t intArg(const strata::profiler::TraceEvent& e, const char* key) {
   return it != e.args.end() && it->is_number_integer() ? it->get<int64_t>() : -1;
 }
 
-void checkRank(strata::profiler::TimelineReader& reader, int rank, Checker& c) {
+void checkRank(strata::profiler::TimelineReader& reader, int rank, bool hybrid, Checker& c) {
   using strata::profiler::TraceEvent;
   strata::profiler::TraceQuery q;
   q.rank = rank;
@@ -84,7 +86,8 @@ void checkRank(strata::profiler::TimelineReader& reader, int rank, Checker& c) {
            r + "events only inside the window");
 
   // Per phase: (step, microbatch) pairs of this rank's stage slices.
-  const std::string stage = "stage " + std::to_string(rank);
+  const int ppRank = rank % 2;  // "cluster" placement: a pipeline's ranks are adjacent
+  const std::string stage = "stage " + std::to_string(ppRank);
   auto microbatchesOf = [&](const std::string& phase, const std::string& name) {
     std::multiset<std::pair<int64_t, int64_t>> seen;
     for (const TraceEvent* e : byPhase[phase])
@@ -110,12 +113,12 @@ void checkRank(strata::profiler::TimelineReader& reader, int rank, Checker& c) {
     c.expect(inside, r + "layer " + l->name + " inside a stage Forward slice");
   }
   std::map<std::string, int> expectedLayers;
-  for (const auto& name : kStageLayers.at(static_cast<size_t>(rank)))
+  for (const auto& name : kStageLayers.at(static_cast<size_t>(ppRank)))
     expectedLayers[name] = kWindowSteps * kMicrobatches;
   c.expect(layerCount == expectedLayers, r + "per-layer forward slices of the stage's layers");
 
   // The pipeline track: what this stage receives (the waits) and sends, with peer and microbatch.
-  const int peer = 1 - rank;
+  const int peer = 1 - ppRank;  // pipeline rank
   std::map<std::string, std::multiset<std::pair<int64_t, int64_t>>> pipe;
   for (const TraceEvent* e : byPhase["Pipeline"]) {
     c.expect(e->tid == 5, r + e->name + " on the pipeline track");
@@ -124,14 +127,19 @@ void checkRank(strata::profiler::TimelineReader& reader, int rank, Checker& c) {
     c.expect(intArg(*e, "bytes") > 0, r + e->name + " names its bytes");
     pipe[e->name].insert({e->stepNum().value_or(-1), intArg(*e, "microbatch")});
   }
-  const char* recv = rank == 0 ? "recv gradient" : "recv activation";
-  const char* send = rank == 0 ? "send activation" : "send gradient";
+  const char* recv = ppRank == 0 ? "recv gradient" : "recv activation";
+  const char* send = ppRank == 0 ? "send activation" : "send gradient";
   c.expect(pipe[recv] == every, r + recv + " per step and microbatch");
   c.expect(pipe[send] == every, r + send + " per step and microbatch");
   c.expect(pipe.size() == 2, r + "no other pipeline slices than its sends and receives");
+
+  // Hybrid: the data-parallel reduction of this stage's gradients, once per step.
+  const size_t waits = byPhase["AllReduceWait"].size(), buckets = byPhase["AllReduce"].size();
+  c.expect(hybrid ? waits == kWindowSteps : waits == 0, r + "AllReduceWait slices: " + std::to_string(waits));
+  c.expect(hybrid ? buckets >= kWindowSteps : buckets == 0, r + "AllReduce slices: " + std::to_string(buckets));
 }
 
-void checkProfiler(const std::string& dir, Checker& c) {
+void checkProfiler(const std::string& dir, int worldSize, Checker& c) {
   const std::string root = dir + "/profiler-output";
   bool systemFile = false;
   for (const auto& e : fs::recursive_directory_iterator(root + "/system"))
@@ -139,7 +147,7 @@ void checkProfiler(const std::string& dir, Checker& c) {
   c.expect(systemFile, "a system metrics file algo-1");
   c.expect(fs::exists(root + "/system/training_job_end.ts"), "profiler end marker");
   strata::profiler::TimelineReader reader(root);
-  c.expect(reader.files().size() >= 2, "a trace file per rank");
+  c.expect(reader.files().size() >= static_cast<size_t>(worldSize), "a trace file per rank");
   for (const auto& f : reader.files()) {
     std::ifstream in(f.path);
     std::stringstream text;
@@ -147,7 +155,7 @@ void checkProfiler(const std::string& dir, Checker& c) {
     for (const auto& p : strata::profiler::testing::perfettoProblems(nlohmann::json::parse(text.str())))
       c.expect(false, f.path + ": " + p);
   }
-  for (int rank = 0; rank < 2; ++rank) checkRank(reader, rank, c);
+  for (int rank = 0; rank < worldSize; ++rank) checkRank(reader, rank, worldSize > 2, c);
 }
 
 }  // namespace
@@ -156,13 +164,13 @@ int main(int argc, char** argv) {
   try {
     strata::init(argc, argv);
     const std::string dir = strata::outputDir();
-    const int rank = strata::rank();
+    const int rank = strata::rank(), worldSize = strata::size();
     train();
     std::this_thread::sleep_for(std::chrono::milliseconds(400));  // a few system samples
     strata::finalize();
     if (rank != 0) return 0;
     Checker c;
-    checkProfiler(dir, c);
+    checkProfiler(dir, worldSize, c);
     std::printf(c.problems == 0 ? "PASS\n" : "%d problem(s)\n", c.problems);
     return c.problems == 0 ? 0 : 1;
   } catch (const std::exception& e) {

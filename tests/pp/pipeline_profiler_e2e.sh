@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# Runs tests/pp/pipeline_profiler_e2e.cpp on 2 ranks (one pipeline of 2 stages, 4 microbatches,
-# manual partition) with the profiler on: system metrics every 100 ms, framework timeline for
-# steps 1..3.
+# Runs tests/pp/pipeline_profiler_e2e.cpp on NP ranks (2: one pipeline of 2 stages; 4: two
+# pipelines with data parallelism across them; 4 microbatches, manual partition) with the
+# profiler on: system metrics every 100 ms, framework timeline for steps 1..3.
 set -euo pipefail
-MPIEXEC="$1"; BINARY="$2"
+MPIEXEC="$1"; BINARY="$2"; NP="${3:-2}"
+ddp=false; [ "$NP" -gt 2 ] && ddp=true
 dir=$(mktemp -d "${TMPDIR:-/tmp}/strata_pp_prof_XXXXXX")
 trap '[ -n "${KEEP:-}" ] || rm -rf "$dir"' EXIT; echo "run dir: $dir"
 cat >"$dir/job.json" <<JSON
 {
   "output_dir": "$dir/run",
   "modelparallel": {
-    "enabled": true, "partitions": 2, "microbatches": 4, "pipeline": "interleaved",
+    "enabled": true, "partitions": 2, "microbatches": 4, "pipeline": "interleaved", "ddp": $ddp,
     "auto_partition": false, "manual_partition": {"fc1": 0, "relu1": 0, "fc2": 1, "relu2": 1, "fc3": 1}
   },
   "profiler": {
@@ -19,4 +20,4 @@ cat >"$dir/job.json" <<JSON
   }
 }
 JSON
-"$MPIEXEC" -n 2 "$BINARY" --config "$dir/job.json"
+"$MPIEXEC" -n "$NP" "$BINARY" --config "$dir/job.json"
