@@ -8,7 +8,12 @@
 #      stops both ranks;
 #   4. a healthy run with the demo's rules (examples/fashion_mnist/job.json) fires no
 #      training rule and is not stopped;
-#   5. a data loader slowed on purpose (30 ms per batch) makes the Dataloader rule fire.
+#   5. a data loader slowed on purpose (30 ms per batch) makes the Dataloader rule fire;
+#   6. a 2-stage pipeline with nearly all layers on stage 0 (manual partition) makes
+#      LoadBalancing fire (compute per step and waiting share across the ranks). StepOutlier
+#      runs on the same data and, by its definition, cannot fire from the imbalance: it compares
+#      each rank's steps with that rank's own mean + 3 std, and a partition slows every step of
+#      both ranks alike (the pipeline keeps their step times equal); the check asserts that.
 # Each run must exit 0 with every rank reporting the same step.
 set -euo pipefail
 MPIEXEC="$1"; EXAMPLE="$2"; STRATA="$3"; SOURCE_DIR="$4"
@@ -112,4 +117,39 @@ run slow "$WORK/slow.json" --max-steps 40 --slow-loader-ms 30
 [ "$(status_of "$WORK/slow" Dataloader)" = IssuesFound ] || fail "slow: Dataloader is $(status_of "$WORK/slow" Dataloader)"
 grep -q 'rule Dataloader: IssuesFound .*waits for its next batch' "$WORK/slow.log" || fail "slow: no Dataloader finding logged"
 echo "slow: Dataloader fired"
+
+# 6. An unbalanced manual pipeline partition: stage 0 holds every layer but the LogSoftmax.
+cat > "$WORK/unbalanced.json" <<JSON
+{"output_dir": "$WORK/unbalanced",
+ "modelparallel": {"enabled": true, "partitions": 2, "microbatches": 4, "pipeline": "interleaved",
+                   "auto_partition": false, "default_partition": 0, "manual_partition": {"10": 1}},
+ "profiler": {"framework_profile": {"start_step": 5, "num_steps": 140}},
+ "rules": [{"name": "LoadBalancing"}, {"name": "StepOutlier"}]}
+JSON
+run unbalanced "$WORK/unbalanced.json" --max-steps 150
+[ "$(status_of "$WORK/unbalanced" LoadBalancing)" = IssuesFound ] \
+  || fail "unbalanced: LoadBalancing is $(status_of "$WORK/unbalanced" LoadBalancing)"
+grep -q 'rule LoadBalancing: IssuesFound .*compute per step ranges from .* (rank 1) to .* (rank 0)' "$WORK/unbalanced.log" \
+  || fail "unbalanced: no LoadBalancing finding naming rank 0 as the busiest"
+/usr/bin/env python3 - "$WORK/unbalanced/rule-output" <<'PY' || fail "unbalanced: rule details"
+import json, sys
+out = sys.argv[1]
+lb = json.load(open(out + "/LoadBalancing.json"))["Details"]
+ranks = lb["ranks"]
+assert ranks["0"]["compute_s"] > 4 * ranks["1"]["compute_s"], ranks
+assert ranks["1"]["wait_s"] > 4 * ranks["0"]["wait_s"], ranks
+assert lb["imbalance"]["compute"] > 0.5 and lb["imbalance"]["step"] < 0.1, lb["imbalance"]
+so = json.load(open(out + "/StepOutlier.json"))
+series = so["Details"]["step_details"]
+assert sorted(series) == ["algo-1-0", "algo-1-1"], sorted(series)
+means = [s["step_stats"]["mean"] for s in series.values()]
+assert all(s["count"] > 100 for s in series.values()), "StepOutlier needs more than 100 steps per series"
+# Equal step times on both ranks: the imbalance is in every step, so no step stands out.
+assert abs(means[0] - means[1]) < 0.1 * max(means), means
+for node, s in series.items():
+    print(f"unbalanced: StepOutlier {node}: {s['count']} steps, mean {s['step_stats']['mean']*1e3:.3f} ms, "
+          f"threshold {s['threshold_s']*1e3:.3f} ms, {s['number_of_outliers']} outlier(s) "
+          f"(fires above {so['RuleParameters'].split('n_outliers:')[1].split()[0]}): {so['Status']}")
+PY
+echo "unbalanced: LoadBalancing fired"
 echo PASS
