@@ -94,8 +94,8 @@ class DistributedModel {
   // Any module holder whose forward takes one tensor (torch::nn::Sequential included).
   template <typename M>
   explicit DistributedModel(torch::nn::ModuleHolder<M> module, DistributedModelOptions options = {})
-      : DistributedModel(module.ptr(), [m = module.ptr()](const torch::Tensor& x) { return m->forward(x); },
-                         std::move(options)) {}
+      : DistributedModel(ModulesOwnForward{}, module.ptr(),
+                         [m = module.ptr()](const torch::Tensor& x) { return m->forward(x); }, std::move(options)) {}
   // A Sequential: also the model-parallel mode (its children are the layers cut into stages).
   explicit DistributedModel(torch::nn::Sequential module, DistributedModelOptions options = {});
   DistributedModel(std::shared_ptr<torch::nn::Module> module, std::function<torch::Tensor(const torch::Tensor&)> forward,
@@ -174,6 +174,11 @@ class DistributedModel {
   void set_steps_taken(int64_t steps);
 
  private:
+  // Tag: `forward` is module->forward, so the per-layer instrumentation may run a
+  // Sequential's children one by one in its place (a user's forward function may differ).
+  struct ModulesOwnForward {};
+  DistributedModel(ModulesOwnForward, std::shared_ptr<torch::nn::Module> module,
+                   std::function<torch::Tensor(const torch::Tensor&)> forward, DistributedModelOptions options);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   void init(std::shared_ptr<torch::nn::Module> module, std::function<torch::Tensor(const torch::Tensor&)> forward,

@@ -102,6 +102,7 @@ torch::Tensor StepOutput::reduce_sum() const {
 struct DistributedModel::Impl {
   std::shared_ptr<torch::nn::Module> module;
   std::function<torch::Tensor(const torch::Tensor&)> forwardFn;
+  bool forwardIsModulesOwn = false;  // forwardFn is module->forward (the module-holder constructors)
   DistributedModelOptions options;
   Group* group = nullptr;
   std::vector<GradSlot> slots;
@@ -323,8 +324,17 @@ DistributedModel::DistributedModel(std::shared_ptr<torch::nn::Module> module,
   init(std::move(module), std::move(forward), std::move(options), nullptr);
 }
 
+DistributedModel::DistributedModel(ModulesOwnForward, std::shared_ptr<torch::nn::Module> module,
+                                   std::function<torch::Tensor(const torch::Tensor&)> forward,
+                                   DistributedModelOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->forwardIsModulesOwn = true;
+  init(std::move(module), std::move(forward), std::move(options), nullptr);
+}
+
 DistributedModel::DistributedModel(torch::nn::Sequential module, DistributedModelOptions options)
     : impl_(std::make_unique<Impl>()) {
+  impl_->forwardIsModulesOwn = true;
   init(module.ptr(), [m = module.ptr()](const torch::Tensor& x) { return m->forward(x); }, std::move(options),
        &module);
 }
@@ -411,7 +421,7 @@ torch::Tensor DistributedModel::forward(const torch::Tensor& input) {
     for (auto& b : m.buffers) broadcast(b, 0, m.group);
   }
   // [instrumentation] per-layer inputs/outputs and timeline when the debugger or profiler wants them
-  return instrument::forward(*m.module, m.forwardFn, input);
+  return instrument::forward(*m.module, m.forwardFn, input, m.forwardIsModulesOwn);
 }
 
 void DistributedModel::backward(const torch::Tensor& loss) {

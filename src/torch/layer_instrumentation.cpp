@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <memory>
 #include <mutex>
-#include <typeinfo>
 #include <unordered_map>
 
 #include "debugger/naming.h"
@@ -233,7 +232,7 @@ torch::Tensor runLayers(const std::string& topName, std::vector<Layer>& layers, 
 }
 
 torch::Tensor forward(torch::nn::Module& module, const std::function<torch::Tensor(const torch::Tensor&)>& forwardFn,
-                      const torch::Tensor& input) {
+                      const torch::Tensor& input, bool forwardIsModulesOwn) {
   // The common case first: nobody listening, no lock.
   profiler::Session* prof = profiler::current();
   debugger::TorchHook* hook = debugger::activeHook();
@@ -247,7 +246,7 @@ torch::Tensor forward(torch::nn::Module& module, const std::function<torch::Tens
   if (!needs.any()) return forwardFn(input);
   const std::string topName = debugger::moduleClassName(module.name());
   if (auto* sequential = dynamic_cast<torch::nn::SequentialImpl*>(&module);
-      sequential != nullptr && !sequential->is_empty() && isModuleOwnForward(forwardFn)) {
+      sequential != nullptr && !sequential->is_empty() && forwardIsModulesOwn) {
     std::vector<Layer> layers = sequentialLayers(*sequential);
     if (!layers.empty()) return runLayers(topName, layers, input, needs);
   }
@@ -267,23 +266,6 @@ torch::Tensor forward(torch::nn::Module& module, const std::function<torch::Tens
   }
   saveTensors(capture, topName, nullptr, &out);
   return out;
-}
-
-bool isModuleOwnForwardTypeName(const std::string& name) {
-  // The closure type of the lambda `[m = module.ptr()](const Tensor& x) { return m->forward(x); }`
-  // in DistributedModel's module-holder constructors: "...16DistributedModelC<n>" (a
-  // constructor) taking "...12ModuleHolder..." (the template) or "...10Sequential" (the
-  // Sequential overload), then "Ul" (a lambda). tests/torch checks both spellings, and the
-  // end-to-end test fails if a constructor change stops the per-layer capture.
-  const size_t ctor = name.find("16DistributedModelC");
-  if (ctor == std::string::npos) return false;
-  const size_t holder = name.find("12ModuleHolder", ctor), sequential = name.find("10Sequential", ctor);
-  const size_t param = std::min(holder, sequential);
-  return param != std::string::npos && name.find("Ul", param) != std::string::npos;
-}
-
-bool isModuleOwnForward(const std::function<torch::Tensor(const torch::Tensor&)>& forwardFn) {
-  return forwardFn && isModuleOwnForwardTypeName(forwardFn.target_type().name());
 }
 
 int64_t timelineNowUs() noexcept {

@@ -127,16 +127,11 @@ class LayerRecorder {
 };
 
 // DistributedModel::forward: `forwardFn` when nobody needs per-layer data, otherwise the
-// instrumented forward described above.
+// instrumented forward described above. `forwardIsModulesOwn`: `forwardFn` is the module's
+// own forward (DistributedModel's module-holder constructors say so), which running a
+// Sequential's children in order reproduces; otherwise the model is recorded as one piece.
 torch::Tensor forward(torch::nn::Module& module, const std::function<torch::Tensor(const torch::Tensor&)>& forwardFn,
-                      const torch::Tensor& input);
-
-// Whether `forwardFn` is the forward DistributedModel builds from a module holder (its
-// template constructor), i.e. the module's own forward, which running the children in
-// order reproduces. Decided from the callable's type name (Itanium ABI mangling).
-bool isModuleOwnForward(const std::function<torch::Tensor(const torch::Tensor&)>& forwardFn);
-// Pure part: the mangled type name of that template constructor's lambda.
-bool isModuleOwnForwardTypeName(const std::string& mangledTypeName);
+                      const torch::Tensor& input, bool forwardIsModulesOwn = false);
 
 // The profiler clock while the framework timeline is on, else -1 (e.g. when a gradient
 // bucket is launched).
