@@ -76,6 +76,7 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<bootstrap::St
     transport::TransportOptions to;
     to.timeout = opts.timeout;
     to.jobSecret = opts.jobSecret;
+    to.tls = opts.tls;
     to.advertiseHost = opts.advertiseHost;
     c->tcp_ = transport::makeTcpTransport(to);
     std::vector<transport::PeerInfo> others;

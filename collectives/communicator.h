@@ -32,6 +32,7 @@ struct CommOptions {
   int shmSpinsBeforeYield = -1;  // -1: from the domain's cores (ShmDomain::spinsForCores)
   size_t chunkBytes = 0;  // 0: defaultChunkBytes() for this host's ranks and cores
   std::string jobSecret;
+  bool tls = false;                    // TLS on TCP connections, keyed by jobSecret (STRATA_TLS)
   std::string advertiseHost;           // address peers use to reach this rank's TCP listener
   bool connectTcp = true;              // false: shared memory only (single host)
 };

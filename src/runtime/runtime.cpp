@@ -141,6 +141,7 @@ void applyEnvironmentOverrides(RuntimeState& s, const InitOptions& options) {
   // 0 (the default): the communicator picks collectives::defaultChunkBytes for its host.
   o.chunkBytes = static_cast<size_t>(env::getInt("STRATA_CHUNK_BYTES", 0, 0, kMaxSlotBytes));
   o.jobSecret = env::getString("STRATA_JOB_SECRET", "");
+  o.tls = env::getInt("STRATA_TLS", 0, 0, 1) == 1;
 }
 
 void buildWorld(RuntimeState& s) {

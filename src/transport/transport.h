@@ -63,6 +63,7 @@ struct TransportOptions {
   std::string bindHost;    // address to listen on; empty: all interfaces
   std::string advertiseHost;  // address peers connect to; empty: the hostname's address
   std::string jobSecret;   // when non-empty, peers must present it (issue #8)
+  bool tls = false;        // TLS on every TCP connection, keyed by jobSecret (tcp/tls.h)
 };
 
 // Creates connections of one kind. Thread-safe.

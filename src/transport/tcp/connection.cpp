@@ -5,6 +5,7 @@
 #include <sys/uio.h>
 
 #include <cerrno>
+#include <cstring>
 #include <thread>
 
 #if defined(__x86_64__)
@@ -26,6 +27,8 @@ constexpr size_t kMaxIoBytes = size_t{1} << 30;
 // A wait first spins this long: a small message's reply usually lands within a few
 // microseconds, far cheaper than a futex sleep and wakeup.
 constexpr std::chrono::microseconds kSpinBeforeBlock{20};
+// TLS sends coalesce the header with up to this many bytes: one full TLS record.
+constexpr size_t kTlsRecordBytes = 16384;
 
 void cpuRelax() {
 #if defined(__x86_64__)
@@ -131,8 +134,8 @@ void TcpOp::throwFailure() const {
 
 // ----- ConnectionCore ------------------------------------------------------------------
 
-ConnectionCore::ConnectionCore(Fd fd, int peer, uint64_t id)
-    : peer_(peer), id_(id), fd_(std::move(fd)) {}
+ConnectionCore::ConnectionCore(Fd fd, int peer, uint64_t id, std::unique_ptr<TlsSession> tls)
+    : peer_(peer), id_(id), fd_(std::move(fd)), tls_(std::move(tls)) {}
 
 ConnectionCore::~ConnectionCore() = default;
 
@@ -155,6 +158,8 @@ void ConnectionCore::post(TcpOp* op) {
 void ConnectionCore::onEvents(uint32_t events) {
   Progress recvProgress = Progress::kIdle;
   Progress sendProgress = Progress::kIdle;
+  // A TLS record may be read while sending or written while receiving: try both.
+  if (tls_) events |= EPOLLIN | EPOLLOUT;
   if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
     std::lock_guard<std::mutex> lock(recvMu_);
     recvProgress = progressRecv();
@@ -171,6 +176,7 @@ ConnectionCore::Progress ConnectionCore::progress(TcpOp::Kind kind) {
 }
 
 ConnectionCore::Progress ConnectionCore::progressSend() {
+  if (tls_) return progressSendTls();
   while (!sendQueue_.empty() && !closed_ && !failed_.load(std::memory_order_relaxed)) {
     TcpOp* op = sendQueue_.front();
     size_t done = op->transferred.load(std::memory_order_relaxed);
@@ -199,6 +205,7 @@ ConnectionCore::Progress ConnectionCore::progressSend() {
 }
 
 ConnectionCore::Progress ConnectionCore::progressRecv() {
+  if (tls_) return progressRecvTls();
   while (!recvQueue_.empty() && !closed_ && !failed_.load(std::memory_order_relaxed)) {
     TcpOp* op = recvQueue_.front();
     const size_t before = op->transferred.load(std::memory_order_relaxed);
@@ -215,6 +222,75 @@ ConnectionCore::Progress ConnectionCore::progressRecv() {
       return Progress::kFailed;
     }
     const size_t done = before + static_cast<size_t>(n);
+    op->transferred.store(done, std::memory_order_relaxed);
+    if (before < kHeaderBytes && done >= kHeaderBytes && op->header.tag == kAbortTag) {
+      readAbortFrame(op, done - kHeaderBytes);
+      return Progress::kFailed;
+    }
+    if (before < kHeaderBytes && done >= kHeaderBytes && !checkHeader(op)) return Progress::kFailed;
+    if (done == kHeaderBytes + op->numBytes) {
+      recvQueue_.pop_front();
+      op->queued = false;
+      op->complete();
+    }
+  }
+  return failed_.load(std::memory_order_relaxed) ? Progress::kFailed : Progress::kIdle;
+}
+
+ConnectionCore::Progress ConnectionCore::recordTlsFailure(TlsStatus status, const std::string& why) {
+  recordFailure({status == TlsStatus::kClosed ? FailKind::kPeerClosed : FailKind::kIoError,
+                 "TLS: " + why});
+  return Progress::kFailed;
+}
+
+// As progressSend, through the TLS session: the header and the first payload bytes go
+// in one record (a retry after kWantIo rebuilds the same bytes, as OpenSSL requires).
+ConnectionCore::Progress ConnectionCore::progressSendTls() {
+  uint8_t scratch[kTlsRecordBytes];
+  while (!sendQueue_.empty() && !closed_ && !failed_.load(std::memory_order_relaxed)) {
+    TcpOp* op = sendQueue_.front();
+    size_t done = op->transferred.load(std::memory_order_relaxed);
+    iovec iov[2];
+    const int count = buildIov(op, done, iov);
+    const void* bytes = iov[0].iov_base;
+    size_t length = iov[0].iov_len;
+    if (count == 2) {
+      const size_t payload = std::min(iov[1].iov_len, kTlsRecordBytes - iov[0].iov_len);
+      std::memcpy(scratch, iov[0].iov_base, iov[0].iov_len);
+      std::memcpy(scratch + iov[0].iov_len, iov[1].iov_base, payload);
+      bytes = scratch;
+      length = iov[0].iov_len + payload;
+    }
+    size_t n = 0;
+    std::string why;
+    const TlsStatus status = tls_->write(bytes, length, &n, &why);
+    if (status == TlsStatus::kWantIo) return Progress::kIdle;  // epoll resumes
+    if (status != TlsStatus::kOk) return recordTlsFailure(status, why);
+    done += n;
+    op->transferred.store(done, std::memory_order_relaxed);
+    if (done == kHeaderBytes + op->numBytes) {
+      sendQueue_.pop_front();
+      op->queued = false;
+      op->complete();
+    }
+  }
+  return failed_.load(std::memory_order_relaxed) ? Progress::kFailed : Progress::kIdle;
+}
+
+// As progressRecv, through the TLS session. Reads until the session wants the socket,
+// so nothing decrypted is left behind unnoticed with an op waiting (edge-triggered epoll).
+ConnectionCore::Progress ConnectionCore::progressRecvTls() {
+  while (!recvQueue_.empty() && !closed_ && !failed_.load(std::memory_order_relaxed)) {
+    TcpOp* op = recvQueue_.front();
+    const size_t before = op->transferred.load(std::memory_order_relaxed);
+    iovec iov[2];
+    buildIov(op, before, iov);
+    size_t n = 0;
+    std::string why;
+    const TlsStatus status = tls_->read(iov[0].iov_base, iov[0].iov_len, &n, &why);
+    if (status == TlsStatus::kWantIo) return Progress::kIdle;  // epoll resumes
+    if (status != TlsStatus::kOk) return recordTlsFailure(status, why);
+    const size_t done = before + n;
     op->transferred.store(done, std::memory_order_relaxed);
     if (before < kHeaderBytes && done >= kHeaderBytes && op->header.tag == kAbortTag) {
       readAbortFrame(op, done - kHeaderBytes);
@@ -254,6 +330,18 @@ void ConnectionCore::readAbortFrame(TcpOp* op, size_t received) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(200);
   while (payload.size() < length && Clock::now() < deadline) {
     char buf[kMaxAbortReasonBytes];
+    if (tls_) {
+      size_t got = 0;
+      std::string why;
+      const TlsStatus status = tls_->read(buf, length - payload.size(), &got, &why);
+      if (status == TlsStatus::kOk) {
+        payload.append(buf, got);
+        continue;
+      }
+      if (status != TlsStatus::kWantIo) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      continue;
+    }
     const ssize_t n = ::recv(fd_.get(), buf, length - payload.size(), MSG_DONTWAIT);
     if (n > 0) {
       payload.append(buf, static_cast<size_t>(n));
@@ -276,6 +364,16 @@ void ConnectionCore::sendAbortFrame(const std::string& why, CloseReason reason) 
   std::string payload(1, static_cast<char>(reason));
   payload += why.substr(0, kMaxAbortReasonBytes - 1);
   FrameHeader header{kAbortTag, payload.size()};
+  if (tls_) {
+    // A half-written record may only be followed by the same bytes: skip the frame then.
+    if (tls_->writePending()) return;
+    std::string frame(reinterpret_cast<const char*>(&header), kHeaderBytes);
+    frame += payload;
+    size_t n = 0;
+    std::string why;
+    (void)tls_->write(frame.data(), frame.size(), &n, &why);
+    return;
+  }
   iovec iov[2] = {{&header, kHeaderBytes}, {payload.data(), payload.size()}};
   msghdr msg{};
   msg.msg_iov = iov;
@@ -312,6 +410,7 @@ void ConnectionCore::close(const std::string& why, CloseReason reason) {
   std::lock_guard<std::mutex> recvLock(recvMu_);
   closed_ = true;
   fd_.reset();
+  tls_.reset();
 }
 
 FailKind ConnectionCore::failureKind() const {

@@ -18,6 +18,9 @@
 //   * A failure (peer EOF/ECONNRESET/EPIPE, socket error, header mismatch, an abandoned
 //     op, local close) is recorded once; every pending and later op fails with it, and
 //     the socket is shut down so the peer fails promptly too instead of hanging.
+//   * With TLS (STRATA_TLS), the bytes go through the connection's TlsSession instead of
+//     sendmsg/readv; the session serialises the two directions' OpenSSL calls itself.
+//     Each send coalesces the header with the first payload bytes into one TLS record.
 //   * A TcpOp is waited on by one thread at a time. Destroying an op that has not
 //     completed fails the connection: its buffer is going away mid-message, and skipping
 //     the message would put the stream out of step.
@@ -32,6 +35,7 @@
 #include <string>
 
 #include "transport/tcp/socket.h"
+#include "transport/tcp/tls.h"
 #include "transport/transport.h"
 
 namespace strata::transport::tcp {
@@ -110,7 +114,8 @@ class TcpOp final : public PendingOp {
 // The socket and its two queues. See the threading contract above.
 class ConnectionCore {
  public:
-  ConnectionCore(Fd fd, int peer, uint64_t id);
+  // `tls`: the session the handshake set up on fd, or null for plain TCP.
+  ConnectionCore(Fd fd, int peer, uint64_t id, std::unique_ptr<TlsSession> tls = nullptr);
   ~ConnectionCore();
 
   int peer() const { return peer_; }
@@ -133,6 +138,9 @@ class ConnectionCore {
   enum class Progress { kIdle, kFailed };
   Progress progressSend();              // requires sendMu_
   Progress progressRecv();              // requires recvMu_
+  Progress progressSendTls();           // requires sendMu_
+  Progress progressRecvTls();           // requires recvMu_
+  Progress recordTlsFailure(TlsStatus status, const std::string& why);
   Progress progress(TcpOp::Kind kind);  // requires that direction's mutex
   bool checkHeader(TcpOp* op);          // requires recvMu_; false on a mismatch
   void readAbortFrame(TcpOp* op, size_t received);  // requires recvMu_
@@ -156,6 +164,7 @@ class ConnectionCore {
   Failure failure_;      // guarded by failureMu_; first failure wins
   bool closed_ = false;  // guarded by sendMu_ and recvMu_ (both to write)
   Fd fd_;                // closed in close(), with both mutexes held
+  std::unique_ptr<TlsSession> tls_;  // null: plain TCP; freed in close() like fd_
 };
 
 // The Connection handed to users: posts ops on the core; closes it on destruction.

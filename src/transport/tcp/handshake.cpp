@@ -21,6 +21,25 @@ struct HelloFixed {
 };
 static_assert(sizeof(HelloFixed) == 20, "the Hello header is 20 packed bytes");
 
+// First bytes of TLS records (content types): a plain end reading one of them talks to
+// a peer with STRATA_TLS=1.
+constexpr uint8_t kTlsAlertRecord = 21;
+constexpr uint8_t kTlsHandshakeRecord = 22;
+
+IoStatus sendBytes(int fd, TlsSession* tls, const void* data, size_t numBytes,
+                   Clock::time_point deadline, int* err) {
+  if (tls == nullptr) return sendAll(fd, data, numBytes, deadline, err);
+  std::string why;
+  return tls->sendAll(data, numBytes, deadline, &why);
+}
+
+IoStatus recvBytes(int fd, TlsSession* tls, void* data, size_t numBytes,
+                   Clock::time_point deadline, int* err) {
+  if (tls == nullptr) return recvAll(fd, data, numBytes, deadline, err);
+  std::string why;
+  return tls->recvAll(data, numBytes, deadline, &why);
+}
+
 }  // namespace
 
 const char* helloStatusText(HelloStatus status) {
@@ -30,23 +49,31 @@ const char* helloStatusText(HelloStatus status) {
     case HelloStatus::kWrongRank:
       return "unexpected rank (not a peer of this group, or already connected)";
   }
+  if (static_cast<uint8_t>(status) == kTlsAlertRecord)
+    return "a TLS alert (the peer runs with STRATA_TLS=1 and we do not: set it on every rank)";
   return "unknown status";
 }
 
-IoStatus sendHello(int fd, const Hello& hello, Clock::time_point deadline, int* err) {
+IoStatus sendHello(int fd, const Hello& hello, Clock::time_point deadline, int* err,
+                   TlsSession* tls) {
   HelloFixed fixed{kHelloMagic,    kHelloVersion, 0,
                    hello.fromRank, hello.toRank,  static_cast<uint32_t>(hello.secret.size())};
   std::string bytes(reinterpret_cast<const char*>(&fixed), sizeof(fixed));
   bytes += hello.secret;
-  return sendAll(fd, bytes.data(), bytes.size(), deadline, err);
+  return sendBytes(fd, tls, bytes.data(), bytes.size(), deadline, err);
 }
 
-bool recvHello(int fd, Hello* hello, Clock::time_point deadline, std::string* why) {
+bool recvHello(int fd, Hello* hello, Clock::time_point deadline, std::string* why,
+               TlsSession* tls) {
   HelloFixed fixed{};
   int err = 0;
-  IoStatus status = recvAll(fd, &fixed, sizeof(fixed), deadline, &err);
+  IoStatus status = recvBytes(fd, tls, &fixed, sizeof(fixed), deadline, &err);
   if (status != IoStatus::kOk) {
     *why = std::string("reading the handshake: ") + ioStatusText(status);
+    return false;
+  }
+  if (fixed.magic != kHelloMagic && (fixed.magic & 0xff) == kTlsHandshakeRecord) {
+    *why = "the peer speaks TLS (it runs with STRATA_TLS=1 and we do not: set it on every rank)";
     return false;
   }
   if (fixed.magic != kHelloMagic || fixed.version != kHelloVersion ||
@@ -57,7 +84,7 @@ bool recvHello(int fd, Hello* hello, Clock::time_point deadline, std::string* wh
   hello->fromRank = fixed.fromRank;
   hello->toRank = fixed.toRank;
   hello->secret.resize(fixed.secretBytes);
-  status = recvAll(fd, hello->secret.data(), hello->secret.size(), deadline, &err);
+  status = recvBytes(fd, tls, hello->secret.data(), hello->secret.size(), deadline, &err);
   if (status != IoStatus::kOk) {
     *why = std::string("reading the handshake secret: ") + ioStatusText(status);
     return false;
@@ -65,14 +92,16 @@ bool recvHello(int fd, Hello* hello, Clock::time_point deadline, std::string* wh
   return true;
 }
 
-IoStatus sendHelloStatus(int fd, HelloStatus status, Clock::time_point deadline, int* err) {
+IoStatus sendHelloStatus(int fd, HelloStatus status, Clock::time_point deadline, int* err,
+                         TlsSession* tls) {
   const auto byte = static_cast<uint8_t>(status);
-  return sendAll(fd, &byte, 1, deadline, err);
+  return sendBytes(fd, tls, &byte, 1, deadline, err);
 }
 
-IoStatus recvHelloStatus(int fd, HelloStatus* status, Clock::time_point deadline, int* err) {
+IoStatus recvHelloStatus(int fd, HelloStatus* status, Clock::time_point deadline, int* err,
+                         TlsSession* tls) {
   uint8_t byte = 0;
-  const IoStatus io = recvAll(fd, &byte, 1, deadline, err);
+  const IoStatus io = recvBytes(fd, tls, &byte, 1, deadline, err);
   *status = static_cast<HelloStatus>(byte);
   return io;
 }

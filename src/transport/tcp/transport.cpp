@@ -10,6 +10,12 @@
 //   4. read the status byte of each Hello we sent.
 // No step waits on a later step of another rank, so connect() cannot deadlock.
 //
+// With opts.tls (STRATA_TLS=1) each connection first runs a TLS handshake (tls.h), the
+// dialer as client right after its TCP connect, the acceptor as server right after
+// accept; the Hello and all later bytes then travel inside TLS. A dial now waits for the
+// higher rank to reach step 3, which it does once its own dials (to still higher ranks)
+// are done: the waits point upwards only, so this cannot deadlock either.
+//
 // Address peers connect to: $STRATA_TCP_IFADDR, else opts.advertiseHost, else a specific
 // opts.bindHost, else the hostname's IPv4 address, else 127.0.0.1. We listen on
 // opts.bindHost (empty: 0.0.0.0).
@@ -32,6 +38,7 @@
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/io_loop.h"
 #include "transport/tcp/socket.h"
+#include "transport/tcp/tls.h"
 
 namespace strata::transport {
 namespace tcp {
@@ -53,9 +60,20 @@ std::string rankList(const std::map<int, size_t>& ranks) {
   return text;
 }
 
+// A connected socket and, with TLS, its session.
+struct Endpoint {
+  Fd fd;
+  std::unique_ptr<TlsSession> tls;
+};
+
+const char* const kTlsHint =
+    "every rank needs STRATA_TLS=1 (or none) and the same STRATA_JOB_SECRET";
+
 class TcpTransport final : public Transport {
  public:
-  explicit TcpTransport(TransportOptions opts) : opts_(std::move(opts)) {}
+  explicit TcpTransport(TransportOptions opts) : opts_(std::move(opts)) {
+    checkTlsOptions(opts_.tls, opts_.jobSecret);
+  }
 
   ~TcpTransport() override {
     try {
@@ -80,15 +98,15 @@ class TcpTransport final : public Transport {
     STRATA_LOG(kInfo, kNet, "tcp rank ", self.rank, " listening at ", address, " for ",
                peers.size(), " peers");
 
-    std::vector<Fd> fds(peers.size());
+    std::vector<Endpoint> ends(peers.size());
     for (size_t i = 0; i < peers.size(); ++i) {
-      if (peers[i].rank > self.rank) fds[i] = dial(store, self.rank, peers[i].rank, deadline);
+      if (peers[i].rank > self.rank) ends[i] = dial(store, self.rank, peers[i].rank, deadline);
     }
-    acceptLowerRanks(listener.get(), address, self.rank, peers, deadline, fds);
+    acceptLowerRanks(listener.get(), address, self.rank, peers, deadline, ends);
     for (size_t i = 0; i < peers.size(); ++i) {
-      if (peers[i].rank > self.rank) awaitAccepted(fds[i].get(), peers[i].rank, deadline);
+      if (peers[i].rank > self.rank) awaitAccepted(ends[i], peers[i].rank, deadline);
     }
-    return wrap(std::move(fds), peers);
+    return wrap(std::move(ends), peers);
   }
 
  private:
@@ -113,7 +131,7 @@ class TcpTransport final : public Transport {
   }
 
   // Steps 1-2 for one higher-ranked peer: read its address, connect, send our Hello.
-  Fd dial(bootstrap::Store& store, int selfRank, int peer, Clock::time_point deadline) {
+  Endpoint dial(bootstrap::Store& store, int selfRank, int peer, Clock::time_point deadline) {
     std::string text;
     try {
       text = bootstrap::getString(store, addressKey(peer), remaining(deadline));
@@ -126,20 +144,28 @@ class TcpTransport final : public Transport {
     uint16_t port = 0;
     STRATA_CHECK_NET(parseHostPort(text, &host, &port), "tcp connect: rank ", peer,
                      " published a malformed address \"", text, "\"");
-    Fd fd = connectWithRetry(host, port, deadline, c10::str("tcp connect to rank ", peer));
+    Endpoint end;
+    end.fd = connectWithRetry(host, port, deadline, c10::str("tcp connect to rank ", peer));
+    if (opts_.tls) {
+      std::string why;
+      end.tls = TlsSession::handshake(end.fd.get(), false, opts_.jobSecret, deadline, &why);
+      STRATA_CHECK_NET(end.tls != nullptr, "tcp connect: TLS with rank ", peer, " at ", text,
+                       " failed: ", why, " (", kTlsHint, ")");
+    }
     int err = 0;
-    const IoStatus io = sendHello(fd.get(), Hello{selfRank, peer, opts_.jobSecret}, deadline, &err);
+    const IoStatus io = sendHello(end.fd.get(), Hello{selfRank, peer, opts_.jobSecret}, deadline,
+                                  &err, end.tls.get());
     STRATA_CHECK_NET(io == IoStatus::kOk, "tcp connect: sending the handshake to rank ", peer,
                      " at ", text, " failed: ", ioStatusText(io),
                      err != 0 ? " " + errnoText(err) : "");
-    return fd;
+    return end;
   }
 
   // Step 3: accepts until every lower-ranked peer presented a valid Hello. Connections
   // with a wrong secret or an unexpected rank are refused, logged and closed.
   void acceptLowerRanks(int listenFd, const std::string& address, int selfRank,
                         const std::vector<PeerInfo>& peers, Clock::time_point deadline,
-                        std::vector<Fd>& fds) {
+                        std::vector<Endpoint>& ends) {
     std::map<int, size_t> waiting;
     for (size_t i = 0; i < peers.size(); ++i) {
       if (peers[i].rank < selfRank) waiting[peers[i].rank] = i;
@@ -151,10 +177,19 @@ class TcpTransport final : public Transport {
                      " ms waiting for rank(s) ", rankList(waiting), " to connect to ", address);
       }
       const std::string from = peerAddress(fd.get());
+      const auto helloDeadline = std::min(deadline, Clock::now() + kHandshakeTimeout);
       Hello hello;
       std::string why;
-      if (!recvHello(fd.get(), &hello, std::min(deadline, Clock::now() + kHandshakeTimeout),
-                     &why)) {
+      std::unique_ptr<TlsSession> tls;
+      if (opts_.tls) {
+        tls = TlsSession::handshake(fd.get(), true, opts_.jobSecret, helloDeadline, &why);
+        if (tls == nullptr) {
+          STRATA_LOG(kWarn, kNet, "tcp connect: dropped a connection from ", from, ": ", why,
+                     " (", kTlsHint, ")");
+          continue;
+        }
+      }
+      if (!recvHello(fd.get(), &hello, helloDeadline, &why, tls.get())) {
         STRATA_LOG(kWarn, kNet, "tcp connect: dropped a connection from ", from, ": ", why);
         continue;
       }
@@ -165,7 +200,7 @@ class TcpTransport final : public Transport {
         status = HelloStatus::kWrongRank;
       }
       int err = 0;
-      const IoStatus io = sendHelloStatus(fd.get(), status, deadline, &err);
+      const IoStatus io = sendHelloStatus(fd.get(), status, deadline, &err, tls.get());
       if (status != HelloStatus::kAccepted) {
         STRATA_LOG(kWarn, kNet, "tcp connect: refused a connection from ", from, " claiming rank ",
                    hello.fromRank, " (for rank ", hello.toRank, "): ", helloStatusText(status));
@@ -174,35 +209,37 @@ class TcpTransport final : public Transport {
       STRATA_CHECK_NET(io == IoStatus::kOk, "tcp connect: answering the handshake of rank ",
                        hello.fromRank, " at ", from, " failed: ", ioStatusText(io),
                        err != 0 ? " " + errnoText(err) : "");
-      fds[waiting.at(hello.fromRank)] = std::move(fd);
+      ends[waiting.at(hello.fromRank)] = Endpoint{std::move(fd), std::move(tls)};
       waiting.erase(hello.fromRank);
     }
   }
 
   // Step 4: the higher-ranked peer's verdict on our Hello.
-  void awaitAccepted(int fd, int peer, Clock::time_point deadline) {
+  void awaitAccepted(Endpoint& end, int peer, Clock::time_point deadline) {
+    const int fd = end.fd.get();
     HelloStatus status = HelloStatus::kAccepted;
     int err = 0;
-    const IoStatus io = recvHelloStatus(fd, &status, deadline, &err);
+    const IoStatus io = recvHelloStatus(fd, &status, deadline, &err, end.tls.get());
     if (io == IoStatus::kTimeout) {
       STRATA_THROW(TimeoutError, "tcp connect: rank ", peer, " at ", peerAddress(fd),
                    " did not answer our handshake within ", opts_.timeout.count(), " ms");
     }
+    // A TLS peer drops a plain Hello without an answer (and a plain peer a TLS one).
     STRATA_CHECK_NET(io == IoStatus::kOk, "tcp connect: reading rank ", peer,
-                     "'s answer to our handshake at ", peerAddress(fd),
-                     " failed: ", ioStatusText(io));
+                     "'s answer to our handshake at ", peerAddress(fd), " failed: ",
+                     ioStatusText(io), io == IoStatus::kClosed ? c10::str(" (", kTlsHint, ")") : "");
     STRATA_CHECK_NET(status == HelloStatus::kAccepted, "tcp connect: rank ", peer, " at ",
                      peerAddress(fd), " refused our connection: ", helloStatusText(status));
   }
 
-  std::vector<std::unique_ptr<Connection>> wrap(std::vector<Fd> fds,
+  std::vector<std::unique_ptr<Connection>> wrap(std::vector<Endpoint> ends,
                                                 const std::vector<PeerInfo>& peers) {
     std::vector<std::unique_ptr<Connection>> connections;
     connections.reserve(peers.size());
     for (size_t i = 0; i < peers.size(); ++i) {
-      setNonBlocking(fds[i].get());
-      auto core =
-          std::make_shared<ConnectionCore>(std::move(fds[i]), peers[i].rank, loop_->nextId());
+      setNonBlocking(ends[i].fd.get());
+      auto core = std::make_shared<ConnectionCore>(std::move(ends[i].fd), peers[i].rank,
+                                                   loop_->nextId(), std::move(ends[i].tls));
       loop_->add(core);
       connections.push_back(std::make_unique<TcpConnection>(std::move(core), loop_));
     }

@@ -1,0 +1,252 @@
+// TLS on the TCP transport (STRATA_TLS, issue #8), ranks as threads of one process: the
+// bytes must arrive exactly as over plain TCP, a wrong secret or TLS on one side only
+// must fail with a clear error instead of connecting or hanging.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "bootstrap/store.h"
+#include "core/errors.h"
+#include "core/rank_tag.h"
+#include "transport/tcp/tls.h"
+#include "transport/transport.h"
+
+namespace strata::transport {
+namespace {
+
+using bootstrap::Store;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kTimeout{10000};
+
+TransportOptions tlsOptions(bool tls, std::string secret, milliseconds timeout = kTimeout) {
+  TransportOptions opts;
+  opts.timeout = timeout;
+  opts.bindHost = "127.0.0.1";
+  opts.advertiseHost = "127.0.0.1";
+  opts.jobSecret = std::move(secret);
+  opts.tls = tls;
+  return opts;
+}
+
+void runRanks(int worldSize, const std::function<void(int)>& fn) {
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < worldSize; ++rank) {
+    threads.emplace_back([&, rank] {
+      setThreadRankTag(rank, worldSize);
+      try {
+        fn(rank);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "rank " << rank << " threw: " << e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+struct RankEnd {
+  std::unique_ptr<Transport> transport;
+  std::vector<std::unique_ptr<Connection>> byPeer;  // null at self
+};
+
+RankEnd connectRank(Store& store, int rank, int worldSize, const TransportOptions& opts) {
+  RankEnd end;
+  end.transport = makeTcpTransport(opts);
+  std::vector<PeerInfo> peers;
+  for (int r = 0; r < worldSize; ++r) {
+    if (r != rank) peers.push_back(PeerInfo{r, "127.0.0.1", 0, 0});
+  }
+  auto connections = end.transport->connect(store, PeerInfo{rank, "127.0.0.1", 0, 0}, peers);
+  end.byPeer.resize(worldSize);
+  for (size_t i = 0; i < connections.size(); ++i) end.byPeer[peers[i].rank] = std::move(connections[i]);
+  return end;
+}
+
+std::vector<uint8_t> pattern(size_t numBytes, uint64_t seed) {
+  std::vector<uint8_t> bytes(numBytes);
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (auto& b : bytes) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift64
+    b = static_cast<uint8_t>(x);
+  }
+  return bytes;
+}
+
+// Every rank sends a message of each size to its right neighbour and receives from its
+// left, all posted at once; returns what each rank received, by rank then size.
+std::vector<std::vector<std::vector<uint8_t>>> ringExchange(bool tls, int worldSize,
+                                                            const std::vector<size_t>& sizes) {
+  auto store = bootstrap::makeHashStore();
+  std::vector<std::vector<std::vector<uint8_t>>> received(worldSize);
+  runRanks(worldSize, [&](int rank) {
+    RankEnd end = connectRank(*store, rank, worldSize, tlsOptions(tls, "job-42"));
+    const int right = (rank + 1) % worldSize;
+    const int left = (rank + worldSize - 1) % worldSize;
+    std::vector<std::vector<uint8_t>> out;
+    auto& in = received[rank];
+    std::vector<std::unique_ptr<PendingOp>> ops;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      out.push_back(pattern(sizes[i], static_cast<uint64_t>(rank * 100 + i)));
+      in.emplace_back(sizes[i]);
+    }
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      ops.push_back(end.byPeer[right]->postSend(out[i].data(), sizes[i], i));
+      ops.push_back(end.byPeer[left]->postRecv(in[i].data(), sizes[i], i));
+    }
+    for (auto& op : ops) op->wait(kTimeout);
+  });
+  return received;
+}
+
+// ----- pure parts ------------------------------------------------------------------------
+
+TEST(TlsKeyTest, PskIsSha256OfLabelAndSecret) {
+  // Golden value: python3 -c "import hashlib; print(hashlib.sha256(
+  //   b'strata tcp tls psk v1\x00' + b'job-42').hexdigest())"
+  const auto key = tcp::derivePsk("job-42");
+  std::string hex;
+  for (uint8_t b : key) {
+    static const char* digits = "0123456789abcdef";
+    hex += digits[b >> 4];
+    hex += digits[b & 15];
+  }
+  EXPECT_EQ(hex, "33a999ccea24f1f1132d0d2b29ebc3ddf2fd7d0753eb05601157407265706223");
+  EXPECT_NE(tcp::derivePsk("job-43"), key);
+}
+
+TEST(TlsKeyTest, TlsWithoutASecretIsRefusedNamingTheVariable) {
+  EXPECT_NO_THROW(tcp::checkTlsOptions(false, ""));
+  EXPECT_NO_THROW(tcp::checkTlsOptions(true, "s"));
+  try {
+    makeTcpTransport(tlsOptions(true, ""));
+    FAIL() << "a TLS transport without a secret was created";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("STRATA_JOB_SECRET"), std::string::npos) << e.what();
+  }
+}
+
+// ----- same bytes as plain ---------------------------------------------------------------
+
+TEST(TcpTlsTest, RingGivesTheSameBytesAsPlainTcp) {
+  // Around the 16 KiB TLS record size, and well above 1 MiB.
+  const std::vector<size_t> sizes = {0,     1,     15,    16,          17,
+                                     16367, 16368, 16384, 16385,       (size_t{1} << 20) + 3,
+                                     size_t{9} << 20};
+  for (int worldSize : {2, 3}) {
+    const auto plain = ringExchange(false, worldSize, sizes);
+    const auto tls = ringExchange(true, worldSize, sizes);
+    for (int rank = 0; rank < worldSize; ++rank) {
+      const int left = (rank + worldSize - 1) % worldSize;
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        const auto expected = pattern(sizes[i], static_cast<uint64_t>(left * 100 + i));
+        EXPECT_TRUE(plain[rank][i] == expected) << "plain world " << worldSize << " rank " << rank << " size " << sizes[i];
+        EXPECT_TRUE(tls[rank][i] == plain[rank][i]) << "tls world " << worldSize << " rank " << rank << " size " << sizes[i];
+      }
+    }
+  }
+}
+
+// Sends and receives of one connection on different threads at once: the session must
+// serialise its OpenSSL calls.
+TEST(TcpTlsTest, ManyMessagesFromSeparateSendAndRecvThreads) {
+  constexpr int kMessages = 300;
+  auto store = bootstrap::makeHashStore();
+  runRanks(2, [&](int rank) {
+    RankEnd end = connectRank(*store, rank, 2, tlsOptions(true, "job-42"));
+    Connection& peer = *end.byPeer[1 - rank];
+    std::thread sender([&] {
+      std::vector<std::vector<uint8_t>> buffers;
+      std::vector<std::unique_ptr<PendingOp>> ops;
+      for (int i = 0; i < kMessages; ++i) buffers.push_back(pattern(static_cast<size_t>(i * 977 % 40000), rank * 1000 + i));
+      for (int i = 0; i < kMessages; ++i)
+        ops.push_back(peer.postSend(buffers[i].data(), buffers[i].size(), static_cast<uint64_t>(i)));
+      for (auto& op : ops) op->wait(kTimeout);
+    });
+    int wrong = 0;
+    for (int i = 0; i < kMessages; ++i) {
+      std::vector<uint8_t> buffer(static_cast<size_t>(i * 977 % 40000));
+      peer.postRecv(buffer.data(), buffer.size(), static_cast<uint64_t>(i))->wait(kTimeout);
+      wrong += buffer != pattern(buffer.size(), (1 - rank) * 1000 + i);
+    }
+    sender.join();
+    EXPECT_EQ(wrong, 0);
+  });
+}
+
+// An abort frame travels inside TLS too: the peer learns why.
+TEST(TcpTlsTest, CloseTellsThePeerWhy) {
+  auto store = bootstrap::makeHashStore();
+  runRanks(2, [&](int rank) {
+    RankEnd end = connectRank(*store, rank, 2, tlsOptions(true, "job-42"));
+    bootstrap::storeBarrier(*store, "connected", 2, kTimeout);
+    if (rank == 0) {
+      end.byPeer[1]->close("rank 0 saw something wrong", CloseReason::kTimeout);
+    } else {
+      std::vector<uint8_t> data(64);
+      try {
+        end.byPeer[0]->postRecv(data.data(), data.size(), 5)->wait(kTimeout);
+        ADD_FAILURE() << "no error";
+      } catch (const TimeoutError& e) {
+        EXPECT_NE(std::string(e.what()).find("rank 0 saw something wrong"), std::string::npos) << e.what();
+      }
+    }
+    bootstrap::storeBarrier(*store, "done", 2, kTimeout);
+  });
+}
+
+// ----- refused peers ---------------------------------------------------------------------
+
+// Rank 0 dials rank 1 (lower ranks dial higher ones). Returns each rank's error text,
+// prefixed "timeout: " for a TimeoutError; "" when it connected.
+std::vector<std::string> connectExpectingFailure(const TransportOptions& rank0, const TransportOptions& rank1) {
+  auto store = bootstrap::makeHashStore();
+  std::vector<std::string> errors(2);
+  runRanks(2, [&](int rank) {
+    try {
+      connectRank(*store, rank, 2, rank == 0 ? rank0 : rank1);
+    } catch (const TimeoutError& e) {
+      errors[rank] = std::string("timeout: ") + e.what();
+    } catch (const NetworkError& e) {
+      errors[rank] = e.what();
+    }
+  });
+  return errors;
+}
+
+TEST(TcpTlsTest, WrongSecretFailsTheTlsHandshake) {
+  const auto errors = connectExpectingFailure(tlsOptions(true, "secret-A", milliseconds(1500)),
+                                              tlsOptions(true, "secret-B", milliseconds(1500)));
+  EXPECT_NE(errors[0].find("TLS with rank 1"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("STRATA_JOB_SECRET"), std::string::npos) << errors[0];
+  EXPECT_EQ(errors[0].find("timeout: "), std::string::npos) << errors[0];
+  // Rank 1 dropped the connection and waited in vain for a good one.
+  EXPECT_NE(errors[1].find("timeout: "), std::string::npos) << errors[1];
+  EXPECT_NE(errors[1].find("rank(s) 0"), std::string::npos) << errors[1];
+}
+
+TEST(TcpTlsTest, TlsOnTheDialingSideOnlyFailsClearly) {
+  const auto errors = connectExpectingFailure(tlsOptions(true, "s", milliseconds(1500)),
+                                              tlsOptions(false, "s", milliseconds(1500)));
+  EXPECT_NE(errors[0].find("TLS with rank 1"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("STRATA_TLS"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("timeout: "), std::string::npos) << errors[1];
+}
+
+TEST(TcpTlsTest, TlsOnTheAcceptingSideOnlyFailsClearly) {
+  const auto errors = connectExpectingFailure(tlsOptions(false, "s", milliseconds(1500)),
+                                              tlsOptions(true, "s", milliseconds(1500)));
+  EXPECT_NE(errors[0].find("rank 1"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("STRATA_TLS"), std::string::npos) << errors[0];
+  EXPECT_EQ(errors[0].find("timeout: "), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("timeout: "), std::string::npos) << errors[1];
+}
+
+}  // namespace
+}  // namespace strata::transport
