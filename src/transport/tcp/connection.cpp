@@ -135,7 +135,7 @@ void TcpOp::throwFailure() const {
 // ----- ConnectionCore ------------------------------------------------------------------
 
 ConnectionCore::ConnectionCore(Fd fd, int peer, uint64_t id, std::unique_ptr<TlsSession> tls)
-    : peer_(peer), id_(id), fd_(std::move(fd)), tls_(std::move(tls)) {}
+    : peer_(peer), id_(id), usesTls_(tls != nullptr), fd_(std::move(fd)), tls_(std::move(tls)) {}
 
 ConnectionCore::~ConnectionCore() = default;
 
@@ -159,7 +159,7 @@ void ConnectionCore::onEvents(uint32_t events) {
   Progress recvProgress = Progress::kIdle;
   Progress sendProgress = Progress::kIdle;
   // A TLS record may be read while sending or written while receiving: try both.
-  if (tls_) events |= EPOLLIN | EPOLLOUT;
+  if (usesTls_) events |= EPOLLIN | EPOLLOUT;
   if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
     std::lock_guard<std::mutex> lock(recvMu_);
     recvProgress = progressRecv();

@@ -155,6 +155,7 @@ class ConnectionCore {
 
   const int peer_;
   const uint64_t id_;
+  const bool usesTls_;  // tls_ was set at construction (tls_ itself is reset by close())
   std::mutex sendMu_;
   std::deque<TcpOp*> sendQueue_;  // guarded by sendMu_
   std::mutex recvMu_;
