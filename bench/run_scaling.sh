@@ -17,12 +17,24 @@ for model in cnn mlp25m; do
       --threads "$threads" 2>/dev/null | tee -a "$OUT"
   done
 done
-field() { grep -E "^$1 model=$2 ranks=$3 " "$OUT" | sed -E "s/.* $4=([0-9.]+).*/\1/"; }
+# Weak-scaling efficiency needs a 1-rank baseline with the threads each of the n ranks has
+# (cores / n): a 1-rank run with all cores measures intra-op threading, not communication.
+for model in cnn mlp25m; do
+  for n in 2 4; do
+    threads=$(( CORES / n > 0 ? CORES / n : 1 ))
+    mpirun -np 1 "$BUILD/bench/scaling_bench" --model "$model" --steps "$STEPS" --batch 32 --threads "$threads" |
+      sed "s/^scaling /baseline_t$threads /" | tee -a "$OUT"
+  done
+done
+field() { grep -E "^$1 model=$2 ranks=$3 " "$OUT" | tail -1 | sed -E "s/.* $4=([0-9.]+).*/\1/"; }
 for model in cnn mlp25m; do
   s1=$(field scaling "$model" 1 samples_per_s)
   for n in 2 4; do
+    threads=$(( CORES / n > 0 ? CORES / n : 1 ))
+    sb=$(field "baseline_t$threads" "$model" 1 samples_per_s)
     sn=$(field scaling "$model" "$n" samples_per_s)
-    awk -v a="$sn" -v b="$s1" -v n="$n" -v m="$model" 'BEGIN { printf "# efficiency %s %d: %.2f\n", m, n, a / (n * b) }'
+    awk -v a="$sn" -v b="$sb" -v n="$n" -v m="$model" 'BEGIN { printf "# efficiency %s %d: %.2f\n", m, n, a / (n * b) }'
+    awk -v a="$sn" -v b="$s1" -v n="$n" -v m="$model" 'BEGIN { printf "# efficiency_vs_1rank_all_cores %s %d: %.2f\n", m, n, a / (n * b) }'
   done
 done
 for model in cnn mlp25m; do

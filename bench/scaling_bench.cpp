@@ -57,7 +57,7 @@ Workload makeWorkload(const std::string& model, int64_t batch) {
 
 int main(int argc, char** argv) {
   std::string model = "cnn", config;
-  int steps = 30, warmup = 5;
+  int steps = 30, warmup = 5, threads = 0;
   int64_t batch = 32;
   CLI::App app{"Strata data-parallel weak-scaling benchmark"};
   app.add_option("--model", model, "cnn | mlp25m");
@@ -65,11 +65,13 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "untimed steps first");
   app.add_option("--batch", batch, "per-rank batch");
   app.add_option("--config", config, "job config");
+  app.add_option("--threads", threads, "intra-op threads per rank (0: cores / local ranks, the runtime's default)");
   CLI11_PARSE(app, argc, argv);
   strata::init(argc, argv);
   Workload w = makeWorkload(model, batch);
   strata::DistributedModel dmodel(w.net);
   strata::DistributedOptimizer opt(torch::optim::SGD(dmodel.parameters(), 0.01), dmodel);
+  if (threads > 0) torch::set_num_threads(threads);  // after DistributedModel, which sets the default
   double compute = 0, other = 0, total = 0;
   for (int step = 0; step < warmup + steps; ++step) {
     if (step == warmup) {
