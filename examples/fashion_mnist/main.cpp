@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
+#include <set>
 #include <thread>
 
 #include "fashion_mnist.h"
@@ -45,11 +46,27 @@ torch::nn::Sequential makeCnn() {
                         nn::Flatten(), nn::Linear(16 * 7 * 7, 64), nn::ReLU(), nn::Linear(64, 10), nn::LogSoftmax(1));
 }
 
-std::string paramsSha256(const torch::nn::Module& net) {
+// Every parameter of the whole model in a fixed order. Collective: with a pipeline each
+// stage's parameters are taken from the rank that trains them (data-parallel replica 0),
+// since the other ranks' copies of that stage are never updated.
+std::string paramsSha256(strata::DistributedModel& model, const torch::nn::Module& net) {
+  const auto named = net.named_parameters(true);
+  std::vector<torch::Tensor> values;
+  for (const auto& p : named) values.push_back(p.value().detach().clone().contiguous());
+  if (model.partitioned()) {
+    std::set<std::string> local;
+    for (const auto& item : model.local_state_dict()) local.insert(item.key());
+    torch::Tensor owner = torch::full({static_cast<int64_t>(named.size())}, -1, torch::kInt32);
+    for (size_t i = 0; i < named.size(); ++i)
+      if (model.dp_rank() == 0 && local.count(named[i].key())) owner[static_cast<int64_t>(i)] = strata::rank();
+    strata::allreduce(owner, strata::ReduceOp::kMax);
+    for (size_t i = 0; i < values.size(); ++i) strata::broadcast(values[i], owner[static_cast<int64_t>(i)].item<int>());
+  }
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
-  for (const auto& p : net.named_parameters(true)) {
-    const torch::Tensor t = p.value().detach().contiguous();
+  for (size_t i = 0; i < named.size(); ++i) {
+    const auto& p = named[i];
+    const torch::Tensor& t = values[i];
     EVP_DigestUpdate(ctx, p.key().data(), p.key().size());
     EVP_DigestUpdate(ctx, t.data_ptr(), static_cast<size_t>(t.numel()) * t.element_size());
   }
@@ -216,7 +233,7 @@ int run(const Flags& flags) {
   }
   if (stopped) std::printf("rank %d stopped at step %lld: %s\n", strata::rank(), (long long)step,
                            strata::stop_reason().c_str());
-  const std::string hash = paramsSha256(*net);
+  const std::string hash = paramsSha256(model, *net);
   if (strata::rank() == 0)
     std::printf("final: step=%lld loss=%.6f accuracy=%.4f params_sha256=%s\n", (long long)step, lastLoss, accuracy,
                 hash.c_str());
