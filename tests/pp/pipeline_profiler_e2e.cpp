@@ -23,6 +23,7 @@
 #include "profiler/timeline_reader.h"
 #include "profiler/trace_check.h"  // tests/profiler
 #include "strata/strata.h"
+#include "testing/e2e_checker.h"
 
 namespace {
 
@@ -54,14 +55,7 @@ void train() {
   }
 }
 
-struct Checker {
-  int problems = 0;
-  void expect(bool ok, const std::string& what) {
-    if (ok) return;
-    ++problems;
-    std::printf("FAIL: %s\n", what.c_str());
-  }
-};
+using strata::testing::Checker;
 
 int64_t intArg(const strata::profiler::TraceEvent& e, const char* key) {
   const auto it = e.args.find(key);

@@ -21,6 +21,7 @@
 #include "profiler/timeline_reader.h"
 #include "profiler/trace_check.h"  // tests/profiler
 #include "strata/strata.h"
+#include "testing/e2e_checker.h"
 
 namespace {
 
@@ -64,14 +65,7 @@ void train() {
   }
 }
 
-struct Checker {
-  int problems = 0;
-  void expect(bool ok, const std::string& what) {
-    if (ok) return;
-    ++problems;
-    std::printf("FAIL: %s\n", what.c_str());
-  }
-};
+using strata::testing::Checker;
 
 template <typename T>
 std::string join(const T& items) {

@@ -12,19 +12,13 @@
 
 #include "debugger/trial.h"
 #include "strata/strata.h"
+#include "testing/e2e_checker.h"
 
 namespace {
 
 constexpr int64_t kSteps = 4;
 
-struct Checker {
-  int problems = 0;
-  void expect(bool ok, const std::string& what) {
-    if (ok) return;
-    ++problems;
-    std::printf("FAIL: %s\n", what.c_str());
-  }
-};
+using strata::testing::Checker;
 
 bool hasTensor(const strata::debugger::Trial& trial, const std::string& name) {
   const auto names = trial.tensorNames();
