@@ -179,7 +179,7 @@ ConnectionCore::Progress ConnectionCore::progressSend() {
   if (tls_) return progressSendTls();
   while (!sendQueue_.empty() && !closed_ && !failed_.load(std::memory_order_relaxed)) {
     TcpOp* op = sendQueue_.front();
-    size_t done = op->transferred.load(std::memory_order_relaxed);
+    const size_t done = op->transferred.load(std::memory_order_relaxed);
     iovec iov[2];
     msghdr msg{};
     msg.msg_iov = iov;
@@ -193,15 +193,37 @@ ConnectionCore::Progress ConnectionCore::progressSend() {
       recordFailure({peerGone ? FailKind::kPeerClosed : FailKind::kIoError, errnoText(err)});
       return Progress::kFailed;
     }
-    done += static_cast<size_t>(n);
-    op->transferred.store(done, std::memory_order_relaxed);
-    if (done == kHeaderBytes + op->numBytes) {
-      sendQueue_.pop_front();
-      op->queued = false;
-      op->complete();
-    }
+    sentBytes(op, done + static_cast<size_t>(n));
   }
   return failed_.load(std::memory_order_relaxed) ? Progress::kFailed : Progress::kIdle;
+}
+
+// Bookkeeping after bytes of the front send left (plain or TLS): completes the op when done.
+void ConnectionCore::sentBytes(TcpOp* op, size_t done) {
+  op->transferred.store(done, std::memory_order_relaxed);
+  if (done == kHeaderBytes + op->numBytes) {
+    sendQueue_.pop_front();
+    op->queued = false;
+    op->complete();
+  }
+}
+
+// Bookkeeping after bytes of the front receive arrived (plain or TLS): the header, once
+// complete, is checked (an abort frame or a mismatch fails the connection: false); the op
+// completes when its payload is in.
+bool ConnectionCore::receivedBytes(TcpOp* op, size_t before, size_t done) {
+  op->transferred.store(done, std::memory_order_relaxed);
+  if (before < kHeaderBytes && done >= kHeaderBytes && op->header.tag == kAbortTag) {
+    readAbortFrame(op, done - kHeaderBytes);
+    return false;
+  }
+  if (before < kHeaderBytes && done >= kHeaderBytes && !checkHeader(op)) return false;
+  if (done == kHeaderBytes + op->numBytes) {
+    recvQueue_.pop_front();
+    op->queued = false;
+    op->complete();
+  }
+  return true;
 }
 
 ConnectionCore::Progress ConnectionCore::progressRecv() {
@@ -222,17 +244,7 @@ ConnectionCore::Progress ConnectionCore::progressRecv() {
       return Progress::kFailed;
     }
     const size_t done = before + static_cast<size_t>(n);
-    op->transferred.store(done, std::memory_order_relaxed);
-    if (before < kHeaderBytes && done >= kHeaderBytes && op->header.tag == kAbortTag) {
-      readAbortFrame(op, done - kHeaderBytes);
-      return Progress::kFailed;
-    }
-    if (before < kHeaderBytes && done >= kHeaderBytes && !checkHeader(op)) return Progress::kFailed;
-    if (done == kHeaderBytes + op->numBytes) {
-      recvQueue_.pop_front();
-      op->queued = false;
-      op->complete();
-    }
+    if (!receivedBytes(op, before, done)) return Progress::kFailed;
   }
   return failed_.load(std::memory_order_relaxed) ? Progress::kFailed : Progress::kIdle;
 }
@@ -249,7 +261,7 @@ ConnectionCore::Progress ConnectionCore::progressSendTls() {
   uint8_t scratch[kTlsRecordBytes];
   while (!sendQueue_.empty() && !closed_ && !failed_.load(std::memory_order_relaxed)) {
     TcpOp* op = sendQueue_.front();
-    size_t done = op->transferred.load(std::memory_order_relaxed);
+    const size_t done = op->transferred.load(std::memory_order_relaxed);
     iovec iov[2];
     const int count = buildIov(op, done, iov);
     const void* bytes = iov[0].iov_base;
@@ -266,13 +278,7 @@ ConnectionCore::Progress ConnectionCore::progressSendTls() {
     const TlsStatus status = tls_->write(bytes, length, &n, &why);
     if (status == TlsStatus::kWantIo) return Progress::kIdle;  // epoll resumes
     if (status != TlsStatus::kOk) return recordTlsFailure(status, why);
-    done += n;
-    op->transferred.store(done, std::memory_order_relaxed);
-    if (done == kHeaderBytes + op->numBytes) {
-      sendQueue_.pop_front();
-      op->queued = false;
-      op->complete();
-    }
+    sentBytes(op, done + n);
   }
   return failed_.load(std::memory_order_relaxed) ? Progress::kFailed : Progress::kIdle;
 }
@@ -291,17 +297,7 @@ ConnectionCore::Progress ConnectionCore::progressRecvTls() {
     if (status == TlsStatus::kWantIo) return Progress::kIdle;  // epoll resumes
     if (status != TlsStatus::kOk) return recordTlsFailure(status, why);
     const size_t done = before + n;
-    op->transferred.store(done, std::memory_order_relaxed);
-    if (before < kHeaderBytes && done >= kHeaderBytes && op->header.tag == kAbortTag) {
-      readAbortFrame(op, done - kHeaderBytes);
-      return Progress::kFailed;
-    }
-    if (before < kHeaderBytes && done >= kHeaderBytes && !checkHeader(op)) return Progress::kFailed;
-    if (done == kHeaderBytes + op->numBytes) {
-      recvQueue_.pop_front();
-      op->queued = false;
-      op->complete();
-    }
+    if (!receivedBytes(op, before, done)) return Progress::kFailed;
   }
   return failed_.load(std::memory_order_relaxed) ? Progress::kFailed : Progress::kIdle;
 }

@@ -140,6 +140,8 @@ class ConnectionCore {
   Progress progressRecv();              // requires recvMu_
   Progress progressSendTls();           // requires sendMu_
   Progress progressRecvTls();           // requires recvMu_
+  void sentBytes(TcpOp* op, size_t done);                      // requires sendMu_
+  bool receivedBytes(TcpOp* op, size_t before, size_t done);  // requires recvMu_
   Progress recordTlsFailure(TlsStatus status, const std::string& why);
   Progress progress(TcpOp::Kind kind);  // requires that direction's mutex
   bool checkHeader(TcpOp* op);          // requires recvMu_; false on a mismatch
