@@ -41,9 +41,19 @@ struct Flags {
 
 torch::nn::Sequential makeCnn() {
   namespace nn = torch::nn;
-  return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 8, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
-                        nn::Conv2d(nn::Conv2dOptions(8, 16, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
-                        nn::Flatten(), nn::Linear(16 * 7 * 7, 64), nn::ReLU(), nn::Linear(64, 10), nn::LogSoftmax(1));
+  // Named children: the debugger's tensor names (`relu1_output_0`, `Sequential_fc1.weight`)
+  // and a manual pipeline partition refer to these names.
+  return nn::Sequential({{"conv1", nn::Conv2d(nn::Conv2dOptions(1, 8, 3).padding(1))},
+                         {"relu1", nn::ReLU()},
+                         {"pool1", nn::MaxPool2d(2)},
+                         {"conv2", nn::Conv2d(nn::Conv2dOptions(8, 16, 3).padding(1))},
+                         {"relu2", nn::ReLU()},
+                         {"pool2", nn::MaxPool2d(2)},
+                         {"flatten", nn::Flatten()},
+                         {"fc1", nn::Linear(16 * 7 * 7, 64)},
+                         {"relu3", nn::ReLU()},
+                         {"fc2", nn::Linear(64, 10)},
+                         {"log_softmax", nn::LogSoftmax(1)}});
 }
 
 // Every parameter of the whole model in a fixed order. Collective: with a pipeline each

