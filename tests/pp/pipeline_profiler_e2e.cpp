@@ -24,6 +24,7 @@
 #include "profiler/trace_check.h"  // tests/profiler
 #include "strata/strata.h"
 #include "testing/e2e_checker.h"
+#include "testing/e2e_profiler_files.h"
 
 namespace {
 
@@ -135,20 +136,8 @@ void checkRank(strata::profiler::TimelineReader& reader, int rank, bool hybrid, 
 
 void checkProfiler(const std::string& dir, int worldSize, Checker& c) {
   const std::string root = dir + "/profiler-output";
-  bool systemFile = false;
-  for (const auto& e : fs::recursive_directory_iterator(root + "/system"))
-    systemFile = systemFile || (e.path().filename().string().find(".algo-1.json") != std::string::npos);
-  c.expect(systemFile, "a system metrics file algo-1");
-  c.expect(fs::exists(root + "/system/training_job_end.ts"), "profiler end marker");
   strata::profiler::TimelineReader reader(root);
-  c.expect(reader.files().size() >= static_cast<size_t>(worldSize), "a trace file per rank");
-  for (const auto& f : reader.files()) {
-    std::ifstream in(f.path);
-    std::stringstream text;
-    text << in.rdbuf();
-    for (const auto& p : strata::profiler::testing::perfettoProblems(nlohmann::json::parse(text.str())))
-      c.expect(false, f.path + ": " + p);
-  }
+  strata::testing::checkProfilerFiles(reader, root, worldSize, c);
   for (int rank = 0; rank < worldSize; ++rank) checkRank(reader, rank, worldSize > 2, c);
 }
 

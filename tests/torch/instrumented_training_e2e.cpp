@@ -22,6 +22,7 @@
 #include "profiler/trace_check.h"  // tests/profiler
 #include "strata/strata.h"
 #include "testing/e2e_checker.h"
+#include "testing/e2e_profiler_files.h"
 
 namespace {
 
@@ -101,21 +102,8 @@ void checkTrial(const std::string& dir, Checker& c) {
 
 void checkProfiler(const std::string& dir, Checker& c) {
   const std::string root = dir + "/profiler-output";
-  bool systemFile = false;
-  for (const auto& e : fs::recursive_directory_iterator(root + "/system"))
-    systemFile = systemFile || (e.path().filename().string().find(".algo-1.json") != std::string::npos);
-  c.expect(systemFile, "a system metrics file algo-1");
-  c.expect(fs::exists(root + "/system/training_job_end.ts"), "profiler end marker");
   strata::profiler::TimelineReader reader(root);
-  c.expect(reader.files().size() >= 2, "a trace file per rank");
-  for (const auto& f : reader.files()) {
-    std::ifstream in(f.path);
-    std::stringstream text;
-    text << in.rdbuf();
-    // Perfetto's requirements, strict nesting per (pid, tid) included.
-    for (const auto& p : strata::profiler::testing::perfettoProblems(nlohmann::json::parse(text.str())))
-      c.expect(false, f.path + ": " + p);
-  }
+  strata::testing::checkProfilerFiles(reader, root, 2, c);
   for (int rank = 0; rank < 2; ++rank) {
     strata::profiler::TraceQuery q;
     q.rank = rank;
