@@ -17,11 +17,15 @@
 #include "core/rank_tag.h"
 #include "transport/tcp/tls.h"
 #include "transport/transport.h"
+#include "transport/transport_testing.h"
 
 namespace strata::transport {
 namespace {
 
 using bootstrap::Store;
+using testing::connectRank;
+using testing::RankEnd;
+using testing::runRanks;
 using std::chrono::milliseconds;
 
 constexpr milliseconds kTimeout{10000};
@@ -34,39 +38,6 @@ TransportOptions tlsOptions(bool tls, std::string secret, milliseconds timeout =
   opts.jobSecret = std::move(secret);
   opts.tls = tls;
   return opts;
-}
-
-void runRanks(int worldSize, const std::function<void(int)>& fn) {
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < worldSize; ++rank) {
-    threads.emplace_back([&, rank] {
-      setThreadRankTag(rank, worldSize);
-      try {
-        fn(rank);
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << "rank " << rank << " threw: " << e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-}
-
-struct RankEnd {
-  std::unique_ptr<Transport> transport;
-  std::vector<std::unique_ptr<Connection>> byPeer;  // null at self
-};
-
-RankEnd connectRank(Store& store, int rank, int worldSize, const TransportOptions& opts) {
-  RankEnd end;
-  end.transport = makeTcpTransport(opts);
-  std::vector<PeerInfo> peers;
-  for (int r = 0; r < worldSize; ++r) {
-    if (r != rank) peers.push_back(PeerInfo{r, "127.0.0.1", 0, 0});
-  }
-  auto connections = end.transport->connect(store, PeerInfo{rank, "127.0.0.1", 0, 0}, peers);
-  end.byPeer.resize(worldSize);
-  for (size_t i = 0; i < connections.size(); ++i) end.byPeer[peers[i].rank] = std::move(connections[i]);
-  return end;
 }
 
 std::vector<uint8_t> pattern(size_t numBytes, uint64_t seed) {

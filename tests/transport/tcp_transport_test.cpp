@@ -15,11 +15,15 @@
 #include "core/errors.h"
 #include "core/rank_tag.h"
 #include "transport/transport.h"
+#include "transport/transport_testing.h"
 
 namespace strata::transport {
 namespace {
 
 using bootstrap::Store;
+using testing::connectRank;
+using testing::RankEnd;
+using testing::runRanks;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
@@ -36,46 +40,6 @@ TransportOptions loopbackOptions(milliseconds timeout = kTimeout, std::string se
   opts.advertiseHost = "127.0.0.1";
   opts.jobSecret = std::move(secret);
   return opts;
-}
-
-// Runs fn(rank) on worldSize threads, each tagged as its rank; failures are reported
-// through gtest (EXPECT_* is thread-safe) and escaping exceptions are test failures.
-void runRanks(int worldSize, const std::function<void(int)>& fn) {
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < worldSize; ++rank) {
-    threads.emplace_back([&, rank] {
-      setThreadRankTag(rank, worldSize);
-      try {
-        fn(rank);
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << "rank " << rank << " threw: " << e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-}
-
-// One rank's transport and its connections, indexed by peer rank (null at self).
-struct RankEnd {
-  std::unique_ptr<Transport> transport;
-  std::vector<std::unique_ptr<Connection>> byPeer;
-};
-
-RankEnd connectRank(Store& store, int rank, int worldSize, const TransportOptions& opts) {
-  RankEnd end;
-  end.transport = makeTcpTransport(opts);
-  std::vector<PeerInfo> peers;
-  for (int r = 0; r < worldSize; ++r) {
-    if (r != rank) peers.push_back(PeerInfo{r, "127.0.0.1", 0, 0});
-  }
-  auto connections = end.transport->connect(store, PeerInfo{rank, "127.0.0.1", 0, 0}, peers);
-  EXPECT_EQ(connections.size(), peers.size());
-  end.byPeer.resize(worldSize);
-  for (size_t i = 0; i < connections.size(); ++i) {
-    EXPECT_EQ(connections[i]->peer(), peers[i].rank);
-    end.byPeer[peers[i].rank] = std::move(connections[i]);
-  }
-  return end;
 }
 
 uint64_t mix(uint64_t x) {  // splitmix64: cheap, and every word differs

@@ -1,0 +1,58 @@
+// Ranks as threads of one process for the TCP transport tests (plain and TLS): run a body
+// per rank, and connect one rank to every other through a shared store.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/store.h"
+#include "core/rank_tag.h"
+#include "transport/transport.h"
+
+namespace strata::transport::testing {
+
+// Runs fn(rank) on worldSize threads, each tagged as its rank; failures are reported
+// through gtest (EXPECT_* is thread-safe) and escaping exceptions are test failures.
+inline void runRanks(int worldSize, const std::function<void(int)>& fn) {
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < worldSize; ++rank) {
+    threads.emplace_back([&, rank] {
+      setThreadRankTag(rank, worldSize);
+      try {
+        fn(rank);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "rank " << rank << " threw: " << e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+// One rank's transport and its connections, indexed by peer rank (null at self).
+struct RankEnd {
+  std::unique_ptr<Transport> transport;
+  std::vector<std::unique_ptr<Connection>> byPeer;
+};
+
+inline RankEnd connectRank(bootstrap::Store& store, int rank, int worldSize, const TransportOptions& opts) {
+  RankEnd end;
+  end.transport = makeTcpTransport(opts);
+  std::vector<PeerInfo> peers;
+  for (int r = 0; r < worldSize; ++r) {
+    if (r != rank) peers.push_back(PeerInfo{r, "127.0.0.1", 0, 0});
+  }
+  auto connections = end.transport->connect(store, PeerInfo{rank, "127.0.0.1", 0, 0}, peers);
+  EXPECT_EQ(connections.size(), peers.size());
+  end.byPeer.resize(worldSize);
+  for (size_t i = 0; i < connections.size(); ++i) {
+    EXPECT_EQ(connections[i]->peer(), peers[i].rank);
+    end.byPeer[peers[i].rank] = std::move(connections[i]);
+  }
+  return end;
+}
+
+}  // namespace strata::transport::testing
