@@ -41,7 +41,8 @@ std::string utcHourDir(int64_t epochUs) {
   const std::time_t seconds = static_cast<std::time_t>(floorDiv(epochUs, kUsPerSecond));
   std::tm tm{};
   gmtime_r(&seconds, &tm);
-  char buf[16];
+  // Sized for any int fields (GCC's -Wformat-truncation cannot bound tm's members).
+  char buf[48];
   std::snprintf(buf, sizeof(buf), "%04d%02d%02d%02d", tm.tm_year + 1900, tm.tm_mon + 1,
                 tm.tm_mday, tm.tm_hour);
   return buf;

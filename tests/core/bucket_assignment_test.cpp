@@ -33,7 +33,9 @@ TEST(BucketAssignment, EveryParameterExactlyOnce) {
       total += sizes[p];
     }
     EXPECT_EQ(total, b.numBytes);
-    if (b.params.size() > 1) EXPECT_LE(b.numBytes, 1000u);
+    if (b.params.size() > 1) {
+      EXPECT_LE(b.numBytes, 1000u);
+    }
   }
   for (int s : seen) EXPECT_EQ(s, 1);
 }

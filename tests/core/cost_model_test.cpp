@@ -50,7 +50,9 @@ TEST(CostModel, ForcedAlgorithms) {
             std::string::npos);
   EXPECT_NE(chooseAllReduce(t, 64 << 20, "shm_oneshot").error.find("cannot run here"), std::string::npos);
   for (const auto& name : algoNames()) {
-    if (name != "auto") EXPECT_EQ(algoName(*parseAlgo(name)), name);
+    if (name != "auto") {
+      EXPECT_EQ(algoName(*parseAlgo(name)), name);
+    }
   }
 }
 

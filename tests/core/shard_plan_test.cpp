@@ -56,13 +56,19 @@ TEST(RingPlan, EveryShardReducedOnceAndOwnedByOneRank) {
         // What I receive at step s is what my left neighbour sends at step s.
         EXPECT_EQ(rs[s].recvShard, left[s].sendShard) << "n=" << n << " r=" << r << " s=" << s;
         // What I send at step s > 0 is what I received (and reduced) at step s-1.
-        if (s > 0) EXPECT_EQ(rs[s].sendShard, rs[s - 1].recvShard);
+        if (s > 0) {
+          EXPECT_EQ(rs[s].sendShard, rs[s - 1].recvShard);
+        }
       }
-      if (n > 1) EXPECT_EQ(rs.back().recvShard, ringOwnedShard(r, n));
+      if (n > 1) {
+        EXPECT_EQ(rs.back().recvShard, ringOwnedShard(r, n));
+      }
       const auto ag = planRingAllGather(r, n);
       const auto agLeft = planRingAllGather((r + n - 1) % n, n);
       for (size_t s = 0; s < ag.size(); ++s) EXPECT_EQ(ag[s].recvShard, agLeft[s].sendShard);
-      if (n > 1) EXPECT_EQ(ag.front().sendShard, ringOwnedShard(r, n));
+      if (n > 1) {
+        EXPECT_EQ(ag.front().sendShard, ringOwnedShard(r, n));
+      }
     }
     EXPECT_EQ(owned.size(), static_cast<size_t>(n));
   }

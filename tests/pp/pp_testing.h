@@ -8,7 +8,7 @@
 #include <map>
 #include <string>
 
-#include "pipeline/torch/layers.h"
+#include "pipeline/adapter/layers.h"
 #include "strata/strata.h"
 
 namespace strata::testing {

@@ -83,7 +83,9 @@ TEST(Merge, MatchesTheGoldenFileAndIsValidForPerfetto) {
   for (const auto& e : trace["traceEvents"]) {
     if (e["name"] == "process_name") processNames[e["pid"]] = e["args"]["name"];
     // Same epoch time on both ranks -> same merged ts, whatever each rank's base.
-    if (e["ph"] == "X" && e["name"] == "fc1" && e["cat"] == "Forward") EXPECT_EQ(e["ts"], 1000);
+    if (e["ph"] == "X" && e["name"] == "fc1" && e["cat"] == "Forward") {
+      EXPECT_EQ(e["ts"], 1000);
+    }
   }
   EXPECT_EQ(processNames, (std::map<int, std::string>{{0, "rank 0 (host-a)"}, {1, "rank 1 (host-b)"}}));
 }

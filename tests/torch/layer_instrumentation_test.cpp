@@ -23,7 +23,7 @@
 #include "debugger/trial.h"
 #include "profiler/session.h"
 #include "profiler/timeline_reader.h"
-#include "torch/layer_instrumentation.h"
+#include "adapter/layer_instrumentation.h"
 
 namespace strata::instrument {
 namespace {

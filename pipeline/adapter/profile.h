@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "pipeline/layer_cost.h"
-#include "pipeline/torch/layers.h"
+#include "pipeline/adapter/layers.h"
 
 namespace strata::pipeline {
 

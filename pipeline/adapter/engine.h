@@ -17,8 +17,8 @@
 #include "config/config.h"
 #include "pipeline/plan.h"
 #include "pipeline/topology.h"
-#include "pipeline/torch/executor.h"
-#include "pipeline/torch/layers.h"
+#include "pipeline/adapter/executor.h"
+#include "pipeline/adapter/layers.h"
 #include "strata/group.h"
 
 namespace strata::pipeline {

@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "pipeline/program.h"
-#include "pipeline/torch/layers.h"
+#include "pipeline/adapter/layers.h"
 #include "strata/group.h"
 
 namespace strata::profiler {

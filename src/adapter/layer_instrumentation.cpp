@@ -1,4 +1,4 @@
-#include "torch/layer_instrumentation.h"
+#include "adapter/layer_instrumentation.h"
 
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>

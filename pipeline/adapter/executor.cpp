@@ -1,4 +1,4 @@
-#include "pipeline/torch/executor.h"
+#include "pipeline/adapter/executor.h"
 
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/types.h>
@@ -7,7 +7,7 @@
 #include "core/logging.h"
 #include "pipeline/schedule.h"
 #include "profiler/session.h"
-#include "torch/layer_instrumentation.h"
+#include "adapter/layer_instrumentation.h"
 
 namespace strata::pipeline {
 namespace {

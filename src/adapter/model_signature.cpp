@@ -1,4 +1,4 @@
-#include "torch/model_signature.h"
+#include "adapter/model_signature.h"
 
 #include <sstream>
 

@@ -6,7 +6,7 @@
 #include "core/errors.h"
 #include "runtime/sampler_plan.h"
 #include "strata/distributed_model.h"
-#include "torch/layer_instrumentation.h"
+#include "adapter/layer_instrumentation.h"
 
 namespace strata {
 

@@ -1,4 +1,4 @@
-#include "pipeline/torch/engine.h"
+#include "pipeline/adapter/engine.h"
 
 #include <torch/types.h>
 
@@ -10,7 +10,7 @@
 #include "core/errors.h"
 #include "core/logging.h"
 #include "pipeline/partitioner.h"
-#include "pipeline/torch/profile.h"
+#include "pipeline/adapter/profile.h"
 #include "strata/runtime.h"
 
 namespace strata::pipeline {

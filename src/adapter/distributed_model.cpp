@@ -18,12 +18,12 @@
 #include "profiler/session.h"
 #include "core/errors.h"
 #include "core/logging.h"
-#include "pipeline/torch/engine.h"
+#include "pipeline/adapter/engine.h"
 #include "runtime/runtime_internal.h"
 #include "strata/runtime.h"
 #include "strata/tensor_ops.h"
-#include "torch/model_signature.h"
-#include "torch/layer_instrumentation.h"  // [instrumentation] per-layer debugger/profiler data
+#include "adapter/model_signature.h"
+#include "adapter/layer_instrumentation.h"  // [instrumentation] per-layer debugger/profiler data
 
 namespace strata {
 namespace {

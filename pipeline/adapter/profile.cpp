@@ -1,4 +1,4 @@
-#include "pipeline/torch/profile.h"
+#include "pipeline/adapter/profile.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/autograd/autograd.h>

@@ -1,4 +1,4 @@
-#include "pipeline/torch/layers.h"
+#include "pipeline/adapter/layers.h"
 
 #include <torch/torch.h>
 
