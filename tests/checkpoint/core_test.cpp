@@ -139,28 +139,6 @@ TEST(Manifest, DirectoryNamesSortLikeSteps) {
   EXPECT_LT(checkpointDirName(99), checkpointDirName(100));
 }
 
-TEST(AtomicFile, CommitPublishesAndAbandonLeavesNothing) {
-  TempDir dir;
-  const std::string path = dir.str() + "/shard.pt";
-  {
-    AtomicFileWriter w(path, Durability::kDurable);
-    w.write("hello", 5);
-    EXPECT_FALSE(fs::exists(path));  // only the temporary exists before commit
-    EXPECT_TRUE(fs::exists(temporaryPathFor(path)));
-    w.commit();
-  }
-  EXPECT_EQ(readText(path), "hello");
-  EXPECT_FALSE(fs::exists(temporaryPathFor(path)));
-  {
-    AtomicFileWriter w(path, Durability::kAtomicOnly);
-    w.write("torn", 4);
-    // destroyed without commit: a writer that failed half-way
-  }
-  EXPECT_EQ(readText(path), "hello");
-  EXPECT_FALSE(fs::exists(temporaryPathFor(path)));
-  EXPECT_TRUE(isTemporaryName(fs::path(temporaryPathFor(path)).filename().string()));
-}
-
 TEST(Finder, TakesTheNewestCompleteCheckpoint) {
   TempDir root;
   writeCheckpoint(root.str(), 10, 2, "a");
