@@ -11,7 +11,7 @@ Group& groupOr(Group* group) { return group ? *group : world(); }
 void checkTensor(const torch::Tensor& t, const char* what) {
   STRATA_CHECK(t.defined(), what, ": the tensor is undefined");
   STRATA_CHECK(t.device().is_cpu(), what, ": tensor on ", t.device().str(),
-               " (this build of libtorch is CPU-only; CUDA tensors go through the NCCL transport)");
+               " (only CPU tensors are supported: the NCCL communicator is not wired to tensors yet)");
 }
 
 }  // namespace
