@@ -3,8 +3,10 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "bootstrap/store.h"
+#include "collectives/communicator.h"
 #include "checkpoint/manifest.h"
 #include "core/errors.h"
 #include "core/logging.h"
@@ -62,9 +64,9 @@ AsyncCheckpointer::~AsyncCheckpointer() { shutdown(); }
 std::string AsyncCheckpointer::collectPrevious(double* waitedMs) {
   const auto start = Clock::now();
   const int64_t inFlight = writer_.stepInFlight();
+  std::optional<profiler::ScopedSlice> slice;  // the wait on the profiler's checkpoint track
   if (inFlight >= 0) {
-    profiler::ScopedSlice slice("wait for the previous write", profiler::phases::kCheckpoint,
-                                profiler::Track::kCheckpoint);
+    slice.emplace("wait for the previous write", profiler::phases::kCheckpoint, profiler::Track::kCheckpoint);
     {
       std::lock_guard<std::mutex> lock(statsMu_);
       stats_.waiting = true;
@@ -134,6 +136,10 @@ std::string AsyncCheckpointer::save(const AsyncSaveRequest& request, Distributed
   job.keep = request.keep;
   job.key = "ckpt/async/" + std::to_string(nextSaveNumber.fetch_add(1));
   job.timeout = runtime::waitTimeout();
+  // A dead peer fails the world group (the training thread's next collective notices): the
+  // checkpoint thread then stops waiting for that peer's report instead of the full timeout.
+  collectives::Communicator* comm = &world().communicator();
+  job.abandon = [comm] { return comm->failed(); };
   if (writesShard) {
     const std::string file = request.partial ? ck::partialShardFile(rank) : ck::kFullShardFile;
     const std::shared_ptr<BackgroundWriteHook> testHook = currentHook();

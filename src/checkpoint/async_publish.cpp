@@ -40,15 +40,32 @@ void setFlag(bootstrap::Store& store, const std::string& key, const std::string&
   bootstrap::setString(store, key, error.empty() ? std::string(1, kOk) : kFailed + error);
 }
 
-// "" when the flag says success, else its error.
-std::string getFlag(bootstrap::Store& store, const std::string& key, milliseconds timeout) {
-  const std::string value = bootstrap::getString(store, key, timeout);
-  if (!value.empty() && value[0] == kOk) return "";
-  return value.size() > 1 ? value.substr(1) : "unknown error";
-}
-
 milliseconds remaining(Clock::time_point deadline) {
   return std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+}
+
+// store.get bounded by the deadline, giving up early when the job says so.
+bootstrap::Bytes waitForKey(bootstrap::Store& store, const std::string& key, Clock::time_point deadline,
+                            const PublishJob& job) {
+  for (;;) {
+    const milliseconds left = remaining(deadline);
+    try {
+      return store.get(key, job.abandon ? std::min(left, kAbandonCheck) : left);
+    } catch (const TimeoutError&) {
+      if (Clock::now() >= deadline) throw;
+      if (job.abandon && job.abandon())
+        STRATA_THROW(Error, "gave up waiting for ", key, ": the job failed (a rank is gone)");
+    }
+  }
+}
+
+// "" when the flag says success, else its error.
+std::string getFlag(bootstrap::Store& store, const std::string& key, Clock::time_point deadline,
+                    const PublishJob& job) {
+  const bootstrap::Bytes bytes = waitForKey(store, key, deadline, job);
+  const std::string value(bytes.begin(), bytes.end());
+  if (!value.empty() && value[0] == kOk) return "";
+  return value.size() > 1 ? value.substr(1) : "unknown error";
 }
 
 // Rank 0: waits for every rank's record (bounded by the deadline) and publishes.
@@ -59,7 +76,7 @@ std::string gatherAndCommit(bootstrap::Store& store, const PublishJob& job, cons
     const std::string key = job.key + "/shard/" + std::to_string(r);
     bootstrap::Bytes bytes;
     try {
-      bytes = store.get(key, remaining(deadline));
+      bytes = waitForKey(store, key, deadline, job);
     } catch (...) {
       return "failed on rank " + std::to_string(r) + ": it did not report its shard within " +
              std::to_string(job.timeout.count()) + " ms (" + currentError() + ")";
@@ -101,6 +118,19 @@ ShardRecord writeOwnShard(const PublishJob& job, const std::string& dir, const s
   return mine;
 }
 
+// Rank 0 hosts the store: its job ends (and so can its process) only after every rank read
+// the outcome, so no rank is left asking a store that is gone. A rank that never reads
+// (dead) delays it by the timeout at most; the outcome itself is already decided.
+void awaitEveryRankRead(bootstrap::Store& store, const PublishJob& job) {
+  if (job.header.worldSize <= 1) return;
+  try {
+    waitForKey(store, job.key + "/all-read", Clock::now() + job.timeout, job);
+  } catch (const std::exception& e) {
+    STRATA_LOG(kWarn, kInit, "checkpoint step ", job.header.step, ": not every rank read the outcome: ",
+               trimmed(e.what()));
+  }
+}
+
 }  // namespace
 
 PublishResult publishThroughStore(bootstrap::Store& store, const PublishJob& job) {
@@ -119,7 +149,7 @@ PublishResult publishThroughStore(bootstrap::Store& store, const PublishJob& job
       }
       setFlag(store, job.key + "/ready", prepareError);
     } else {
-      prepareError = getFlag(store, job.key + "/ready", remaining(deadline));
+      prepareError = getFlag(store, job.key + "/ready", deadline, job);
     }
     const ShardRecord mine = writeOwnShard(job, result.dir, prepareError);
     const auto* raw = reinterpret_cast<const uint8_t*>(&mine);
@@ -128,10 +158,12 @@ PublishResult publishThroughStore(bootstrap::Store& store, const PublishJob& job
     if (job.rank == 0) {
       outcome = gatherAndCommit(store, job, result.dir, deadline);
       setFlag(store, job.key + "/outcome", outcome);
+      awaitEveryRankRead(store, job);
     } else {
       // Rank 0 may still be writing the biggest shard: the whole timeout again, as the
       // synchronous path's gather after the writes would allow.
-      outcome = getFlag(store, job.key + "/outcome", job.timeout);
+      outcome = getFlag(store, job.key + "/outcome", Clock::now() + job.timeout, job);
+      if (store.add(job.key + "/read", 1) == job.header.worldSize - 1) setFlag(store, job.key + "/all-read", "");
     }
     result.ok = outcome.empty();
     result.error = outcome;

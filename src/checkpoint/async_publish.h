@@ -9,7 +9,9 @@
 //   rank 0:     wait for every <key>/shard/<r>; decidePublication; commitManifest (the commit
 //               point: only now is the checkpoint complete); prune to `keep`
 //                                                           -> <key>/outcome
-//   every rank: wait for <key>/outcome
+//   every rank: wait for <key>/outcome; the last to read it     -> <key>/all-read
+//   rank 0:     wait for <key>/all-read (it hosts the store: no rank may be left asking a
+//               store that ended with rank 0's process)
 //
 // So a checkpoint is complete only when every rank's shard is on disk, exactly as for a
 // synchronous save, and every rank ends with the same outcome. Every wait is bounded by the
@@ -38,7 +40,14 @@ struct PublishJob {
   // Writes this rank's shard into the checkpoint directory and returns it; empty when this
   // rank has no shard (a full checkpoint's ranks other than 0). May throw.
   std::function<ShardInfo(const std::string& ckptDir)> writeShard;
+  // Whether to give up waiting for other ranks (the job's group failed: a dead peer will
+  // never report). Checked every kAbandonCheck during each wait; empty: never.
+  std::function<bool()> abandon;
 };
+
+// How often a wait on the store checks `abandon`. Waiting in slices also keeps a TCP store
+// client (one request at a time per process) free for the training thread between them.
+inline constexpr std::chrono::milliseconds kAbandonCheck{100};
 
 struct PublishResult {
   bool ok = false;

@@ -8,9 +8,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <string>
 #include <thread>
@@ -122,7 +124,8 @@ class TempRoot {
 // rank's shard writer fail; ranks in `absent` never take part.
 std::vector<PublishResult> publishAll(const std::string& root, int64_t step, Kind kind, int worldSize,
                                       const std::string& key, int throwOn = -1, std::vector<int> absent = {},
-                                      milliseconds timeout = milliseconds(30000), int keep = 0) {
+                                      milliseconds timeout = milliseconds(30000), int keep = 0,
+                                      std::function<bool()> abandon = nullptr) {
   auto store = bootstrap::makeHashStore();
   std::vector<PublishResult> results(worldSize);
   std::vector<std::thread> threads;
@@ -137,6 +140,7 @@ std::vector<PublishResult> publishAll(const std::string& root, int64_t step, Kin
       job.keep = keep;
       job.key = key;
       job.timeout = timeout;
+      job.abandon = abandon;
       if (kind == Kind::kPartial || rank == 0) {
         job.writeShard = [rank, throwOn, kind](const std::string& dir) {
           if (rank == throwOn) throw Error("[r" + std::to_string(rank) + "] no space left on device");
@@ -202,6 +206,18 @@ TEST(PublishThroughStore, ARankThatNeverReportsIsNamedWithinTheTimeout) {
   EXPECT_NE(results[0].error.find("failed on rank 1: it did not report its shard within 300 ms"), std::string::npos)
       << results[0].error;
   EXPECT_FALSE(fs::exists(root.str() + "/step-000000000004/manifest.json"));
+}
+
+// The job failed (a dead peer): waits end at the next check instead of the timeout.
+TEST(PublishThroughStore, WaitsAreAbandonedWhenTheJobFailed) {
+  TempRoot root;
+  const auto results = publishAll(root.str(), 4, Kind::kPartial, 2, "k5", -1, /*absent=*/{1}, milliseconds(600000), 0,
+                                  [] { return true; });
+  EXPECT_FALSE(results[0].ok);
+  EXPECT_NE(results[0].error.find("failed on rank 1: it did not report its shard"), std::string::npos)
+      << results[0].error;
+  EXPECT_NE(results[0].error.find("gave up waiting for k5/shard/1: the job failed"), std::string::npos)
+      << results[0].error;
 }
 
 TEST(PublishThroughStore, RankZeroCannotPrepareTheDirectoryNobodyWrites) {
