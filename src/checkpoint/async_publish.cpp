@@ -4,7 +4,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "checkpoint/atomic_file.h"
+#include "core/atomic_file.h"
 #include "checkpoint/catalog.h"
 #include "checkpoint/writer.h"
 #include "core/errors.h"
