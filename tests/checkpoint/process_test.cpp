@@ -148,6 +148,27 @@ std::string freshDir(const std::string& name) {
   return dir;
 }
 
+// The worker's arguments for a run in `dir`: the scenario's flags, then this run's own.
+std::vector<std::string> workerArgs(const std::string& dir, const std::vector<std::string>& flags,
+                                    const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {"--run-dir", dir};
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// The second half of a stop-and-resume scenario: a 2-rank run with --resume continues from
+// `fromStep` and ends with the uninterrupted run's parameters.
+void expectResumesExactly(const std::string& dir, const std::vector<std::string>& flags, const std::string& fromStep,
+                          const std::string& expected, const std::string& finalStep = "") {
+  const Result resumed = run(mpiexec(2, workerArgs(dir, flags, {"--resume"})), dir + "/second.txt");
+  ASSERT_FALSE(resumed.timedOut) << resumed.output;
+  EXPECT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_EQ(lastValue(resumed.output, "resumed", "step"), fromStep) << resumed.output;
+  if (!finalStep.empty()) EXPECT_EQ(lastValue(resumed.output, "final:", "step"), finalStep) << resumed.output;
+  EXPECT_EQ(lastValue(resumed.output, "final:", "params_sha256"), expected) << resumed.output;
+}
+
 class CheckpointProcess : public ::testing::Test {
  public:
   void SetUp() override {
@@ -160,9 +181,7 @@ class CheckpointProcess : public ::testing::Test {
   // The uninterrupted run's final params_sha256 for these flags (cached per flag set).
   std::string reference(const std::vector<std::string>& flags, const std::string& name) {
     const std::string dir = freshDir(name);
-    std::vector<std::string> args = {"--run-dir", dir};
-    args.insert(args.end(), flags.begin(), flags.end());
-    const Result r = run(mpiexec(2, args), dir + "/log.txt");
+    const Result r = run(mpiexec(2, workerArgs(dir, flags)), dir + "/log.txt");
     EXPECT_EQ(r.code, 0) << r.output;
     const std::string hash = lastValue(r.output, "final:", "params_sha256");
     EXPECT_EQ(hash.size(), 64u) << r.output;
@@ -213,23 +232,15 @@ void resumeExactly(CheckpointModes& t, const std::string& name, bool partial,
   ASSERT_EQ(expected.size(), 64u);
 
   const std::string dir = freshDir(name);
-  std::vector<std::string> args = {"--run-dir", dir};
-  args.insert(args.end(), flags.begin(), flags.end());
-  std::vector<std::string> first = args;
-  first.insert(first.end(), {"--sigterm-at-step", std::to_string(stopAt), "--sigterm-rank", std::to_string(victim)});
+  const std::vector<std::string> first =
+      workerArgs(dir, flags, {"--sigterm-at-step", std::to_string(stopAt), "--sigterm-rank", std::to_string(victim)});
   const Result stopped = run(mpiexec(2, first), dir + "/first.txt");
   ASSERT_FALSE(stopped.timedOut) << stopped.output;
   EXPECT_EQ(stopped.code, strata::kExitStopped) << stopped.output;
   EXPECT_EQ(lastValue(stopped.output, "final:", "step"), std::to_string(stopAt)) << stopped.output;
   expectNewestComplete(dir + "/ckpt");
 
-  args.push_back("--resume");
-  const Result resumed = run(mpiexec(2, args), dir + "/second.txt");
-  ASSERT_FALSE(resumed.timedOut) << resumed.output;
-  EXPECT_EQ(resumed.code, 0) << resumed.output;
-  EXPECT_EQ(lastValue(resumed.output, "resumed", "step"), std::to_string(stopAt)) << resumed.output;
-  EXPECT_EQ(lastValue(resumed.output, "final:", "step"), std::to_string(steps)) << resumed.output;
-  EXPECT_EQ(lastValue(resumed.output, "final:", "params_sha256"), expected) << resumed.output;
+  expectResumesExactly(dir, flags, std::to_string(stopAt), expected, std::to_string(steps));
 }
 
 TEST_P(CheckpointModes, ExactResumeAfterSigtermAtARandomStepFull) {
@@ -255,9 +266,7 @@ TEST_P(CheckpointModes, ExternalSigtermToOneRankStopsBothWithACheckpoint) {
             << std::endl;
   const std::vector<std::string> flags = withMode({"--steps", "400", "--every", "1000", "--sleep-ms", "10"});
   const std::string dir = freshDir(name("sigterm-external"));
-  std::vector<std::string> args = {"--run-dir", dir};
-  args.insert(args.end(), flags.begin(), flags.end());
-  const Result r = run(mpiexec(2, args), dir + "/log.txt", [&](pid_t job) {
+  const Result r = run(mpiexec(2, workerArgs(dir, flags)), dir + "/log.txt", [&](pid_t job) {
     const std::string pidFile = dir + "/pids/rank-" + std::to_string(victim) + ".pid";
     if (!waitForFile(pidFile, job)) return;
     std::this_thread::sleep_for(milliseconds(delayMs));
@@ -339,10 +348,7 @@ void sigtermDuringBackgroundWrite(CheckpointProcess& t, const std::string& name,
   ASSERT_EQ(expected.size(), 64u);
 
   const std::string dir = freshDir(name);
-  std::vector<std::string> args = {"--run-dir", dir};
-  args.insert(args.end(), flags.begin(), flags.end());
-  std::vector<std::string> first = args;
-  first.insert(first.end(), {"--hold-write-at-step", "5"});
+  const std::vector<std::string> first = workerArgs(dir, flags, {"--hold-write-at-step", "5"});
   bool signalled = false;
   const Result stopped = run(mpiexec(2, first), dir + "/first.txt", [&](pid_t job) {
     if (!waitForFile(dir + "/held/rank-0", job)) return;  // rank 0 writes a shard in both kinds
@@ -364,12 +370,7 @@ void sigtermDuringBackgroundWrite(CheckpointProcess& t, const std::string& name,
   ASSERT_TRUE(newest);
   EXPECT_EQ(std::to_string(newest->manifest.step), step);
 
-  args.push_back("--resume");
-  const Result resumed = run(mpiexec(2, args), dir + "/second.txt");
-  ASSERT_FALSE(resumed.timedOut) << resumed.output;
-  EXPECT_EQ(resumed.code, 0) << resumed.output;
-  EXPECT_EQ(lastValue(resumed.output, "resumed", "step"), step) << resumed.output;
-  EXPECT_EQ(lastValue(resumed.output, "final:", "params_sha256"), expected) << resumed.output;
+  expectResumesExactly(dir, flags, step, expected);
 }
 
 TEST_F(CheckpointProcess, AsyncSigtermDuringABackgroundWriteFull) { sigtermDuringBackgroundWrite(*this, "held-full", false); }
@@ -388,11 +389,8 @@ TEST_F(CheckpointProcess, AsyncFailedBackgroundWriteOnOneRankIsReportedAndThePre
   ASSERT_EQ(expected.size(), 64u);
   const std::string dir = freshDir("failing");
   const std::string obstacleDir = dir + "/ckpt/step-000000000010";
-  std::vector<std::string> args = {"--run-dir", dir};
-  args.insert(args.end(), flags.begin(), flags.end());
-  std::vector<std::string> first = args;
-  first.insert(first.end(), {"--start-gate", dir + "/start"});
-  const Result failed = run(mpiexec(2, first), dir + "/first.txt", [&](pid_t job) {
+  const Result failed = run(mpiexec(2, workerArgs(dir, flags, {"--start-gate", dir + "/start"})), dir + "/first.txt",
+                           [&](pid_t job) {
     if (!waitForFile(dir + "/pids/rank-1.pid", job)) return;
     const std::string pid = std::to_string(std::atol(readFile(dir + "/pids/rank-1.pid").c_str()));
     fs::create_directories(obstacleDir + "/rank-00001.pt.tmp-" + pid);
@@ -413,12 +411,7 @@ TEST_F(CheckpointProcess, AsyncFailedBackgroundWriteOnOneRankIsReportedAndThePre
   EXPECT_EQ(newest->manifest.step, 5);
 
   fs::remove_all(obstacleDir);
-  args.push_back("--resume");
-  const Result resumed = run(mpiexec(2, args), dir + "/second.txt");
-  ASSERT_FALSE(resumed.timedOut) << resumed.output;
-  EXPECT_EQ(resumed.code, 0) << resumed.output;
-  EXPECT_EQ(lastValue(resumed.output, "resumed", "step"), "5") << resumed.output;
-  EXPECT_EQ(lastValue(resumed.output, "final:", "params_sha256"), expected) << resumed.output;
+  expectResumesExactly(dir, flags, "5", expected);
 }
 
 INSTANTIATE_TEST_SUITE_P(Checkpoint, CheckpointModes, ::testing::Values(false, true), modeName);
