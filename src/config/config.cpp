@@ -128,7 +128,8 @@ nlohmann::json toJson(const JobConfig& config) {
   out["rules"] = detail::rulesToJson(config.rules);
   const CheckpointConfig& cc = config.checkpoint;
   out["checkpoint"] = {
-      {"dir", cc.dir}, {"every_steps", cc.everySteps}, {"resume", cc.resume}, {"keep", cc.keep}};
+      {"dir", cc.dir}, {"every_steps", cc.everySteps}, {"resume", cc.resume}, {"keep", cc.keep},
+      {"async", cc.async}};
   const CollectivesConfig& co = config.collectives;
   out["collectives"] = {{"timeout_ms", co.timeout.count()},
                         {"transport", co.transport},

@@ -112,6 +112,7 @@ struct CheckpointConfig {
   int64_t everySteps = 0;  // 0: only explicit strata::save calls
   bool resume = false;     // start from the newest complete checkpoint
   int keep = 3;            // newest checkpoints kept; 0 keeps all
+  bool async = false;      // copy at the step boundary, write in a background thread
 };
 
 struct CollectivesConfig {

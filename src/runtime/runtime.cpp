@@ -358,6 +358,8 @@ namespace runtime {
 const config::JobConfig& jobConfig() { return current().config; }
 void addFinalizer(std::function<void()> fn) { current().finalizers.push_back(std::move(fn)); }
 bool arriveAtFinalize(const std::string& key) { return arriveAt(current(), key); }
+std::shared_ptr<bootstrap::Store> rendezvousStore() { return current().store; }
+std::chrono::milliseconds waitTimeout() { return current().commOptions.timeout; }
 }  // namespace runtime
 
 std::shared_ptr<Group> newGroup(const std::vector<int>& ranks) {
