@@ -3,14 +3,16 @@
 // fixed synthetic data set through a DistributedSampler, with a CheckpointManager.
 //
 //   train_worker --run-dir D --steps N [--every K] [--resume] [--partial] [--sleep-ms S]
-//                [--sigterm-at-step K --sigterm-rank R] [--pp 2]
+//                [--sigterm-at-step K --sigterm-rank R] [--pp 2] [--bad-config]
 //
+// --bad-config: an unknown key in the job config (the exit-status tests' config error).
 // --pp 2: model parallel, a 2-stage pipeline (2 microbatches) instead of data parallel.
 //
 // Rank 0 prints "resumed step=<k> params_sha256=<hex>" after a resume, "saved step=<k>
 // params_sha256=<hex>" after each checkpoint, and "final: step=<n> params_sha256=<hex>".
 // Every rank writes its pid to D/pids/rank-<r>.pid (the fault injector's targets). Exits
-// with CheckpointManager::exit_code() (strata::kExitStopped after SIGTERM).
+// with CheckpointManager::exit_code() (strata::kExitStopped after SIGTERM), or
+// strata::exit_code_for(the error) (78 for a config error).
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -38,6 +40,7 @@ struct Flags {
   int sigtermRank = 0;
   int64_t batch = 8;  // per data-parallel rank
   int pp = 1;
+  bool badConfig = false;
 };
 
 constexpr int64_t kSamples = 96;
@@ -57,6 +60,7 @@ Flags parse(int argc, char** argv) {
     else if (a == "--sigterm-rank") f.sigtermRank = std::stoi(next());
     else if (a == "--batch") f.batch = std::stoll(next());
     else if (a == "--pp") f.pp = std::stoi(next());
+    else if (a == "--bad-config") f.badConfig = true;
   }
   return f;
 }
@@ -99,7 +103,7 @@ std::string configJson(const Flags& f) {
          (f.pp > 1 ? ", \"modelparallel\": {\"enabled\": true, \"partitions\": " + std::to_string(f.pp) +
                          ", \"microbatches\": 2}"
                    : std::string()) +
-         "}";
+         (f.badConfig ? ", \"chekpoint\": {}" : "") + "}";
 }
 
 void writePid(const Flags& f) {
@@ -181,6 +185,6 @@ int main(int argc, char** argv) {
     return code;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_worker: %s\n", e.what());
-    return 1;
+    return strata::exit_code_for(e);
   }
 }
