@@ -29,8 +29,12 @@ TEST(SecurityMpi, ConnectionsEncryptExactlyBetweenHosts) {
     (conn->encrypted() ? encrypted : plain)++;
   }
   // The layouts registered in CMakeLists.txt have both kinds where they can.
-  if (asked && topo.numHosts > 1) EXPECT_GT(encrypted, 0);
-  if (topo.localRanks.size() > 1) EXPECT_GT(plain, 0);
+  if (asked && topo.numHosts > 1) {
+    EXPECT_GT(encrypted, 0);
+  }
+  if (topo.localRanks.size() > 1) {
+    EXPECT_GT(plain, 0);
+  }
 }
 
 }  // namespace

@@ -92,7 +92,7 @@ TEST(StoreAuthTest, ClientsWithTheSecretAreServed) {
 
 TEST(StoreAuthTest, WrongOrMissingSecretIsRefusedAtOnceAndTheServerGoesOn) {
   auto server = makeStore(kSecret, 0, true, 0);
-  for (const std::string secret : {std::string("another secret"), std::string()}) {
+  for (const std::string& secret : {std::string("another secret"), std::string()}) {
     const auto start = Clock::now();
     const std::string error = clientError(secret, server->port());
     EXPECT_EQ(error.rfind("ConfigError: ", 0), 0u) << "a refusal is not worth a retry: " << error;

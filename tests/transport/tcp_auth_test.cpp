@@ -92,7 +92,7 @@ struct Recorded {
 };
 Recorded connectThroughTap(const std::string& secret) {
   auto inner = bootstrap::makeHashStore();
-  testing::WireTap tap([&] { return publishedAddress(*inner, 1); });
+  strata::testing::WireTap tap([&] { return publishedAddress(*inner, 1); });
   auto redirected =
       std::make_shared<RedirectingStore>(inner, "tcp/addr/1", "127.0.0.1:" + std::to_string(tap.port()));
   runRanks(2, [&](int rank) {

@@ -66,8 +66,11 @@ std::vector<std::vector<std::vector<uint8_t>>> ringExchange(bool tls, int worldS
   std::vector<std::vector<std::vector<uint8_t>>> received(worldSize);
   runRanks(worldSize, [&](int rank) {
     RankEnd end = connectRank(*store, rank, worldSize, tlsOptions(tls, "job-42"), ownHosts(worldSize));
-    for (int r = 0; r < worldSize; ++r)
-      if (r != rank) EXPECT_EQ(end.byPeer[r]->encrypted(), tls) << "rank " << rank << " to " << r;
+    for (int r = 0; r < worldSize; ++r) {
+      if (r != rank) {
+        EXPECT_EQ(end.byPeer[r]->encrypted(), tls) << "rank " << rank << " to " << r;
+      }
+    }
     const int right = (rank + 1) % worldSize;
     const int left = (rank + worldSize - 1) % worldSize;
     std::vector<std::vector<uint8_t>> out;
