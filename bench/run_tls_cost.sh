@@ -7,14 +7,14 @@
 #
 #   bench/run_tls_cost.sh [BUILD_DIR] [ROUNDS]       (defaults: build 3)
 #
-# Raw outputs: $OUT/{plain,tls}_<round>.txt (OUT: default bench/results/tls_cost), the load
+# Raw outputs: $OUT/{plain,tls}_<round>.txt (OUT: default bench/results/tls_cost/between_hosts), the load
 # seen before each run in $OUT/machine.txt; ends with "# tls/plain tcp busbw <size>: <ratio>"
 # lines (the median over rounds of the per-round ratio).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${1:-build}"; ROUNDS="${2:-3}"
 BIN="$BUILD/bench/allreduce_bench"
-OUT="${OUT:-$ROOT/bench/results/tls_cost}"
+OUT="${OUT:-$ROOT/bench/results/tls_cost/between_hosts}"
 ARGS=(-b 64K -e 64M -f 4 --impl strata --repeats 5)
 [ -x "$BIN" ] || { echo "missing $BIN: cmake --build $BUILD --target allreduce_bench" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
