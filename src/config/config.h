@@ -121,6 +121,15 @@ struct CollectivesConfig {
   std::string allreduceAlgo = "auto";         // "auto" or an algorithm of collectives/cost_model.h
 };
 
+// Authentication and encryption of the job's connections (docs/security.md). Environment
+// variables take precedence: STRATA_TLS over encrypt_inter_node_traffic, STRATA_JOB_SECRET
+// and STRATA_JOB_SECRET_FILE over job_secret_file.
+struct SecurityConfig {
+  bool encryptInterNodeTraffic = false;      // TLS between ranks of different hosts
+  std::optional<std::string> jobSecretFile;  // mode 0600 or stricter; relative to the cwd
+  bool allowUnauthenticated = false;         // a multi-host env launch without a secret runs (warned)
+};
+
 // Job-file defaults for logging; STRATA_LOG_* environment variables take precedence.
 struct LoggingConfig {
   std::optional<std::string> level;  // "ERROR" | "WARN" | "INFO" | "DEBUG" | "TRACE"
@@ -139,6 +148,7 @@ struct JobConfig {
   CheckpointConfig checkpoint;
   CollectivesConfig collectives;
   LoggingConfig logging;
+  SecurityConfig security;
   std::string source = "<defaults>";  // where it came from, for logs (not a key)
 };
 

@@ -3,9 +3,10 @@
 // fixed synthetic data set through a DistributedSampler, with a CheckpointManager.
 //
 //   train_worker --run-dir D --steps N [--every K] [--resume] [--partial] [--sleep-ms S]
-//                [--sigterm-at-step K --sigterm-rank R] [--pp 2] [--async]
+//                [--sigterm-at-step K --sigterm-rank R] [--pp 2] [--async] [--bad-config]
 //                [--hold-write-at-step K] [--start-gate FILE]
 //
+// --bad-config: an unknown key in the job config (the exit-status tests' config error).
 // --pp 2: model parallel, a 2-stage pipeline (2 microbatches) instead of data parallel.
 // --async: checkpoints written in the background ("checkpoint": {"async": true}).
 // --hold-write-at-step K: the background write of step K stops mid-shard (after creating
@@ -19,7 +20,8 @@
 // Rank 0 prints "resumed step=<k> params_sha256=<hex>" after a resume, "saved step=<k>
 // params_sha256=<hex>" after each checkpoint, and "final: step=<n> params_sha256=<hex>".
 // Every rank writes its pid to D/pids/rank-<r>.pid (the fault injector's targets). Exits
-// with CheckpointManager::exit_code() (strata::kExitStopped after SIGTERM).
+// with CheckpointManager::exit_code() (strata::kExitStopped after SIGTERM), or
+// strata::exit_code_for(the error) (78 for a config error).
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -55,6 +57,7 @@ struct Flags {
   bool async = false;
   int64_t holdWriteAtStep = -1;
   std::string startGate;
+  bool badConfig = false;
 };
 
 constexpr int64_t kSamples = 96;
@@ -77,6 +80,7 @@ Flags parse(int argc, char** argv) {
     else if (a == "--async") f.async = true;
     else if (a == "--hold-write-at-step") f.holdWriteAtStep = std::stoll(next());
     else if (a == "--start-gate") f.startGate = next();
+    else if (a == "--bad-config") f.badConfig = true;
   }
   return f;
 }
@@ -120,7 +124,7 @@ std::string configJson(const Flags& f) {
          (f.pp > 1 ? ", \"modelparallel\": {\"enabled\": true, \"partitions\": " + std::to_string(f.pp) +
                          ", \"microbatches\": 2}"
                    : std::string()) +
-         "}";
+         (f.badConfig ? ", \"chekpoint\": {}" : "") + "}";
 }
 
 // Waits (bounded, so a broken test cannot hang the worker) until `ready` holds.
@@ -228,6 +232,6 @@ int main(int argc, char** argv) {
     return code;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_worker: %s\n", e.what());
-    return 1;
+    return strata::exit_code_for(e);
   }
 }

@@ -182,7 +182,7 @@ TEST_P(RoundTripTest, ToJsonParsesBackToTheSameSettings) {
   EXPECT_EQ(first, second) << first.dump(2) << "\n---\n" << second.dump(2);
   // Effective settings carry every section, defaults included.
   for (const char* key : {"modelparallel", "dataparallel", "output_dir", "debugger", "profiler",
-                          "rules", "checkpoint", "collectives", "logging"})
+                          "rules", "checkpoint", "collectives", "logging", "security"})
     EXPECT_TRUE(first.contains(key)) << key;
 }
 
