@@ -165,7 +165,9 @@ void expectResumesExactly(const std::string& dir, const std::vector<std::string>
   ASSERT_FALSE(resumed.timedOut) << resumed.output;
   EXPECT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_EQ(lastValue(resumed.output, "resumed", "step"), fromStep) << resumed.output;
-  if (!finalStep.empty()) EXPECT_EQ(lastValue(resumed.output, "final:", "step"), finalStep) << resumed.output;
+  if (!finalStep.empty()) {
+    EXPECT_EQ(lastValue(resumed.output, "final:", "step"), finalStep) << resumed.output;
+  }
   EXPECT_EQ(lastValue(resumed.output, "final:", "params_sha256"), expected) << resumed.output;
 }
 
