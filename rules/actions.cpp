@@ -32,11 +32,12 @@ StopSignal& StopSignal::global() {
   return signal;
 }
 
-void StopSignal::request(const std::string& rule, const std::string& reason) {
+void StopSignal::request(const std::string& rule, const std::string& reason, int64_t step) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!requested_.load(std::memory_order_relaxed)) {
     rule_ = rule;
     reason_ = reason;
+    step_ = step;
   }
   requested_.store(true, std::memory_order_release);
 }
@@ -51,11 +52,17 @@ std::string StopSignal::reason() const {
   return reason_;
 }
 
+int64_t StopSignal::step() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return step_;
+}
+
 void StopSignal::reset() {
   std::lock_guard<std::mutex> lock(mu_);
   requested_.store(false, std::memory_order_release);
   rule_.clear();
   reason_.clear();
+  step_ = -1;
 }
 
 std::string StopSignal::stopFilePath(const std::string& runDir) {
@@ -67,7 +74,8 @@ bool StopSignal::stopFileExists(const std::string& runDir) {
   return std::filesystem::exists(stopFilePath(runDir), ec);
 }
 
-bool StopSignal::writeStopFile(const std::string& runDir, const std::string& rule, const std::string& reason) {
+bool StopSignal::writeStopFile(const std::string& runDir, const std::string& rule, const std::string& reason,
+                               int64_t step) {
   namespace fs = std::filesystem;
   const fs::path path = stopFilePath(runDir);
   std::error_code ec;
@@ -76,7 +84,9 @@ bool StopSignal::writeStopFile(const std::string& runDir, const std::string& rul
   {
     std::ofstream out(tmp);
     if (!out) return false;
-    out << nlohmann::json{{"rule", rule}, {"reason", reason}}.dump() << "\n";
+    nlohmann::json j = {{"rule", rule}, {"reason", reason}};
+    if (step >= 0) j["step"] = step;
+    out << j.dump() << "\n";
     if (!out) return false;
   }
   fs::rename(tmp, path, ec);
@@ -93,9 +103,9 @@ class StopTrainingAction final : public Action {
   std::string name() const override { return "StopTraining"; }
   void run(const Finding& f, const ActionContext& ctx) override {
     const bool first = !StopSignal::global().requested();
-    StopSignal::global().request(f.rule, f.message);
+    StopSignal::global().request(f.rule, f.message, f.step);
     if (ctx.writeStopFile && !ctx.runDir.empty() && !StopSignal::stopFileExists(ctx.runDir) &&
-        !StopSignal::writeStopFile(ctx.runDir, f.rule, f.message)) {
+        !StopSignal::writeStopFile(ctx.runDir, f.rule, f.message, f.step)) {
       STRATA_LOG(kError, kRules, "StopTraining: cannot write ", StopSignal::stopFilePath(ctx.runDir));
     }
     if (first) STRATA_LOG(kWarn, kRules, "rule ", f.rule, " requests StopTraining: ", f.message);

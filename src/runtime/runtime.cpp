@@ -22,6 +22,7 @@
 #include "profiler/session.h"
 #include "rules/online.h"
 #include "runtime/launch.h"
+#include "runtime/online_rules.h"
 #include "runtime/runtime_internal.h"
 #include "runtime/signals.h"
 #include "runtime/stop.h"
@@ -48,6 +49,7 @@ struct RuntimeState {
   std::vector<std::function<void()>> finalizers;
   std::unique_ptr<profiler::Session> profiler;
   std::unique_ptr<rules::RuleRunner> rules;  // rank 0, when the config has rules
+  std::unique_ptr<rules::OnlineEngine> inProcessRules;  // tensor rules on this rank's data
 };
 
 std::mutex stateMutex;
@@ -224,10 +226,13 @@ bool arriveAt(RuntimeState& s, const std::string& key) {
   }
 }
 
-// Rank 0: the config's rules on a thread over the files as they are written, and the stop
-// file of an out-of-process `strata rules --watch`, both read by strata::should_stop().
+// Every rank that is the first worker of its data: the tensor rules in process, on the
+// debugger's data as each step completes (runtime/online_rules.h). Rank 0: the config's rules
+// on a thread over the files as they are written (the record, rule-output/), and the stop
+// file of an out-of-process `strata rules --watch`; all read by strata::should_stop().
 // A rule that cannot be built is logged, not fatal: the other ranks are already training.
 void startRules(RuntimeState& s) {
+  s.inProcessRules = runtime::startInProcessRules(s.config, s.launch.rank, s.launch.size);
   if (s.launch.rank != 0) return;
   runtime::watchStopFile(s.config.outputDir);
   if (s.config.rules.empty()) return;
@@ -244,6 +249,7 @@ void startRules(RuntimeState& s) {
 // After every writer closed its files and the end markers exist: the last poll sees the
 // whole run and rule-output/ is final.
 void stopRules(RuntimeState& s) {
+  runtime::stopInProcessRules(s.inProcessRules);
   rules::stopOnlineRules(s.rules);
   // This run's stop requests are consumed (a signal stays): a later init() starts clean.
   runtime::endStopRun();
