@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/atomic_file.h"
 #include "core/logging.h"
 
 extern char** environ;
@@ -76,21 +77,9 @@ bool StopSignal::stopFileExists(const std::string& runDir) {
 
 bool StopSignal::writeStopFile(const std::string& runDir, const std::string& rule, const std::string& reason,
                                int64_t step) {
-  namespace fs = std::filesystem;
-  const fs::path path = stopFilePath(runDir);
-  std::error_code ec;
-  fs::create_directories(path.parent_path(), ec);
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) return false;
-    nlohmann::json j = {{"rule", rule}, {"reason", reason}};
-    if (step >= 0) j["step"] = step;
-    out << j.dump() << "\n";
-    if (!out) return false;
-  }
-  fs::rename(tmp, path, ec);
-  return !ec;
+  nlohmann::json j = {{"rule", rule}, {"reason", reason}};
+  if (step >= 0) j["step"] = step;
+  return tryWriteFileAtomically(stopFilePath(runDir), j.dump() + "\n", Durability::kAtomicOnly);
 }
 
 // ---------------------------------------------------------------------------------------------

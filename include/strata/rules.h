@@ -34,6 +34,8 @@
 #include <utility>
 #include <vector>
 
+#include "strata/types.h"
+
 namespace strata::rules {
 
 // ---------------------------------------------------------------------------------------------
@@ -106,8 +108,8 @@ struct MetricWindow {
 // ---------------------------------------------------------------------------------------------
 // Tensor inputs (debugger output; specs/smdebug.md §1)
 
-enum class Mode { kTrain = 1, kEval = 2, kPredict = 3, kGlobal = 4 };
-const char* modeName(Mode mode);  // "TRAIN"...; inline below
+using strata::Mode;  // strata/types.h
+using strata::modeName;
 
 struct StepInfo {
   int64_t step = 0;      // global step
@@ -336,15 +338,5 @@ class StopSignal {
   std::string reason_;
   int64_t step_ = -1;
 };
-
-inline const char* modeName(Mode mode) {
-  switch (mode) {
-    case Mode::kTrain: return "TRAIN";
-    case Mode::kEval: return "EVAL";
-    case Mode::kPredict: return "PREDICT";
-    case Mode::kGlobal: return "GLOBAL";
-  }
-  return "GLOBAL";
-}
 
 }  // namespace strata::rules
