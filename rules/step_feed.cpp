@@ -9,20 +9,10 @@
 namespace strata::rules {
 namespace {
 
-int64_t threadNowNs() {
+int64_t monotonicNs() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-Mode toRulesMode(debugger::Mode m) {
-  switch (m) {
-    case debugger::Mode::kTrain: return Mode::kTrain;
-    case debugger::Mode::kEval: return Mode::kEval;
-    case debugger::Mode::kPredict: return Mode::kPredict;
-    case debugger::Mode::kGlobal: return Mode::kGlobal;
-  }
-  return Mode::kGlobal;
 }
 
 }  // namespace
@@ -48,11 +38,11 @@ void StepFeed::push(Item item, size_t bytes, int64_t startNs) {
     queuedBytes_ += bytes;
     queue_.push_back(std::move(item));
   }
-  stats_.producerNs += static_cast<uint64_t>(threadNowNs() - startNs);
+  stats_.producerNs += static_cast<uint64_t>(monotonicNs() - startNs);
 }
 
 void StepFeed::collections(const std::vector<debugger::Collection>& collections) {
-  const int64_t t0 = threadNowNs();
+  const int64_t t0 = monotonicNs();
   Item item;
   item.kind = Item::Kind::kCollections;
   for (const auto& c : collections) item.collections.emplace_back(c.name, c.includeRegex);
@@ -60,7 +50,7 @@ void StepFeed::collections(const std::vector<debugger::Collection>& collections)
 }
 
 void StepFeed::stepBegin(int64_t globalStep, debugger::Mode mode, int64_t modeStep, bool due) {
-  const int64_t t0 = threadNowNs();
+  const int64_t t0 = monotonicNs();
   Item item;
   item.kind = Item::Kind::kStepBegin;
   item.step = globalStep;
@@ -76,7 +66,7 @@ void StepFeed::stepBegin(int64_t globalStep, debugger::Mode mode, int64_t modeSt
 
 void StepFeed::tensor(const std::string& name, debugger::DType dtype, const std::vector<int64_t>& shape,
                       const debugger::TensorBytes& bytes, const debugger::TensorPlan& plan) {
-  const int64_t t0 = threadNowNs();
+  const int64_t t0 = monotonicNs();
   Item item;
   item.kind = Item::Kind::kTensor;
   item.name = name;
@@ -92,7 +82,7 @@ void StepFeed::tensor(const std::string& name, debugger::DType dtype, const std:
 }
 
 void StepFeed::scalar(const std::string& name, double value) {
-  const int64_t t0 = threadNowNs();
+  const int64_t t0 = monotonicNs();
   Item item;
   item.kind = Item::Kind::kScalar;
   item.name = name;
@@ -105,7 +95,7 @@ void StepFeed::scalar(const std::string& name, double value) {
 }
 
 void StepFeed::stepsComplete() {
-  const int64_t t0 = threadNowNs();
+  const int64_t t0 = monotonicNs();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (openStep_ < 0) return;  // nothing open: nothing new to complete
@@ -192,7 +182,7 @@ size_t StepFeed::drainInto(OnlineTrial& trial, double nowSec) {
         }
         open_ = PendingStep{};
         open_.info.step = item.step;
-        open_.info.mode = toRulesMode(item.mode);
+        open_.info.mode = item.mode;  // one Mode (strata/types.h)
         open_.info.modeStep = item.modeStep;
         open_.due = item.due;
         haveOpen_ = true;

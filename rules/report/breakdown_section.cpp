@@ -27,7 +27,8 @@ std::string rankLabel(const json& r) {
 
 std::string verdicts(const json& b) {
   std::string out;
-  for (const json& s : b.value("stragglers", json::array()))
+  const json stragglers = b.value("stragglers", json::array());
+  for (const json& s : stragglers)
     out += "<p class=\"warn\"><b>Straggler:</b> " + escape(s.value("evidence", "")) + "</p>";
   if (b.contains("slow_stage"))
     out += "<p class=\"warn\"><b>Slow stage:</b> " + escape(b.at("slow_stage").value("evidence", "")) + "</p>";
@@ -64,7 +65,8 @@ std::string renderBreakdownSection(const json& b) {
     if (r.contains("overlap_percent")) overlap.emplace_back(rankLabel(r), num(r, "overlap_percent"));
     Series s;
     s.name = rankLabel(r);
-    for (const auto& item : r.value("compute_ms_by_step", json::object()).items()) {
+    const json byStep = r.value("compute_ms_by_step", json::object());
+    for (const auto& item : byStep.items()) {
       s.x.push_back(std::stod(item.key()));
       s.y.push_back(item.value().get<double>());
     }

@@ -103,7 +103,9 @@ TEST(InProcessRules, TheTapGivesWhatTheFilesHold) {
         for (bool abs : {false, true}) {
           const auto ra = online.reduction(name, s.step, op, abs), rb = ref.reduction(name, s.step, op, abs);
           ASSERT_EQ(ra.has_value(), rb.has_value()) << name << " " << op << abs << " @" << s.step;
-          if (ra) EXPECT_EQ(*ra, *rb) << name << " " << op;
+          if (ra) {
+            EXPECT_EQ(*ra, *rb) << name << " " << op;
+          }
         }
     }
   EXPECT_GT(compared, 30u);

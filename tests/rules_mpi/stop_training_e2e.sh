@@ -114,6 +114,15 @@ for rule in LossNotDecreasing ExplodingTensor VanishingGradient Dataloader; do
   [ "$(status_of "$WORK/healthy" "$rule")" = NoIssuesFound ] || fail "healthy: $rule is $(status_of "$WORK/healthy" "$rule")"
 done
 echo "healthy: no training rule fired"
+# The same losses judged with smdebug's single-loss comparison (the rule's defaults): minibatch
+# noise fires on this healthy run, which is why the examples smooth.
+cat > "$WORK/unsmoothed.json" <<'JSON'
+{"rules": [{"name": "LossNotDecreasing"}]}
+JSON
+"$STRATA" rules "$WORK/healthy" --rules "$WORK/unsmoothed.json" > "$WORK/unsmoothed.log" || { cat "$WORK/unsmoothed.log"; fail "unsmoothed: strata rules failed"; }
+[ "$(status_of "$WORK/healthy" LossNotDecreasing)" = IssuesFound ] \
+  || fail "healthy, unsmoothed: LossNotDecreasing is $(status_of "$WORK/healthy" LossNotDecreasing): expected minibatch noise to fire"
+echo "healthy: unsmoothed LossNotDecreasing fires on noise ($(grep -c '^  LossNotDecreasing' "$WORK/unsmoothed.log") finding(s))"
 
 # 5. A slow data loader.
 cat > "$WORK/slow.json" <<JSON
