@@ -33,11 +33,12 @@ StopSignal& StopSignal::global() {
   return signal;
 }
 
-void StopSignal::request(const std::string& rule, const std::string& reason) {
+void StopSignal::request(const std::string& rule, const std::string& reason, int64_t step) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!requested_.load(std::memory_order_relaxed)) {
     rule_ = rule;
     reason_ = reason;
+    step_ = step;
   }
   requested_.store(true, std::memory_order_release);
 }
@@ -52,11 +53,17 @@ std::string StopSignal::reason() const {
   return reason_;
 }
 
+int64_t StopSignal::step() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return step_;
+}
+
 void StopSignal::reset() {
   std::lock_guard<std::mutex> lock(mu_);
   requested_.store(false, std::memory_order_release);
   rule_.clear();
   reason_.clear();
+  step_ = -1;
 }
 
 std::string StopSignal::stopFilePath(const std::string& runDir) {
@@ -68,11 +75,11 @@ bool StopSignal::stopFileExists(const std::string& runDir) {
   return std::filesystem::exists(stopFilePath(runDir), ec);
 }
 
-bool StopSignal::writeStopFile(const std::string& runDir, const std::string& rule, const std::string& reason) {
-  namespace fs = std::filesystem;
-  return tryWriteFileAtomically(stopFilePath(runDir),
-                                nlohmann::json{{"rule", rule}, {"reason", reason}}.dump() + "\n",
-                                Durability::kAtomicOnly);
+bool StopSignal::writeStopFile(const std::string& runDir, const std::string& rule, const std::string& reason,
+                               int64_t step) {
+  nlohmann::json j = {{"rule", rule}, {"reason", reason}};
+  if (step >= 0) j["step"] = step;
+  return tryWriteFileAtomically(stopFilePath(runDir), j.dump() + "\n", Durability::kAtomicOnly);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -85,9 +92,9 @@ class StopTrainingAction final : public Action {
   std::string name() const override { return "StopTraining"; }
   void run(const Finding& f, const ActionContext& ctx) override {
     const bool first = !StopSignal::global().requested();
-    StopSignal::global().request(f.rule, f.message);
+    StopSignal::global().request(f.rule, f.message, f.step);
     if (ctx.writeStopFile && !ctx.runDir.empty() && !StopSignal::stopFileExists(ctx.runDir) &&
-        !StopSignal::writeStopFile(ctx.runDir, f.rule, f.message)) {
+        !StopSignal::writeStopFile(ctx.runDir, f.rule, f.message, f.step)) {
       STRATA_LOG(kError, kRules, "StopTraining: cannot write ", StopSignal::stopFilePath(ctx.runDir));
     }
     if (first) STRATA_LOG(kWarn, kRules, "rule ", f.rule, " requests StopTraining: ", f.message);

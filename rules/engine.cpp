@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 
 #include "core/atomic_file.h"
@@ -184,6 +185,7 @@ void Engine::handle(Slot& slot, std::vector<Finding> findings, int64_t timestamp
     slot.recent.push_back(f);
     if (slot.recent.size() > kRecentFindings) slot.recent.pop_front();
     if (!options_.runDir.empty() && slot.findings <= kMaxLoggedFindings) {
+      startRecord();
       std::ofstream log(fs::path(options_.runDir) / "rule-output" / "findings.jsonl", std::ios::app);
       if (!log) {
         std::error_code ec;
@@ -208,8 +210,7 @@ void Engine::processTensors(std::vector<Finding>& out) {
   if (!tensors_) return;
   tensors_->refresh();
   const Trial& trial = tensors_->trial();
-  for (const StepInfo& step : trial.steps()) {
-    if (anyStep_ && step.step <= lastStep_) continue;
+  for (const StepInfo& step : trial.stepsAfter(anyStep_ ? lastStep_ : std::numeric_limits<int64_t>::min())) {
     for (auto& slot : slots_) {
       if (slot->error || slot->input != Rule::Input::kTensors) continue;
       try {
@@ -414,6 +415,23 @@ std::vector<Finding> Engine::finish() {
   return out;
 }
 
+std::optional<std::string> Engine::missingDataOf(const Slot& slot, const RuleReport& r) const {
+  if (slot.invocations == 0 && r.datapoints == 0) {
+    // Never invoked: the source itself is missing or empty.
+    if (slot.input == Rule::Input::kTensors)
+      return tensors_ ? std::string("no complete tensor step was saved")
+                      : std::string("the run has no debugger output (no collections were saved)");
+    return metrics_ ? std::string("the profiler wrote no samples or events")
+                    : std::string("the run has no profiler output");
+  }
+  try {
+    return slot.rule->missingData();
+  } catch (const std::exception& e) {
+    STRATA_LOG(kError, kRules, "rule ", slot.name, ": missingData() failed: ", e.what());
+  }
+  return std::nullopt;
+}
+
 RuleReport Engine::reportOf(const Slot& slot) const {
   std::optional<RuleReport> r;
   try {
@@ -442,21 +460,20 @@ std::vector<RuleSummary> Engine::summary() const {
     s.findings = slot->findings;
     if (!slot->recent.empty()) s.lastFinding = slot->recent.back();
     const bool issues = slot->findings > 0 || r.ruleTriggered > 0;
+    const std::optional<std::string> missing = issues ? std::nullopt : missingDataOf(*slot, r);
     if (slot->error) {
       s.status = RuleStatus::kError;
       s.reason = slot->errorReason;
     } else if (!finished_) {
       s.status = RuleStatus::kInProgress;
     } else {
-      s.status = issues ? RuleStatus::kIssuesFound : RuleStatus::kNoIssuesFound;
+      s.status = issues ? RuleStatus::kIssuesFound : missing ? RuleStatus::kNoData : RuleStatus::kNoIssuesFound;
     }
     if (s.reason.empty()) {
       if (s.lastFinding) {
         s.reason = s.lastFinding->message;
-      } else if (slot->invocations == 0 && r.datapoints == 0) {
-        s.reason = slot->input == Rule::Input::kTensors ? "no tensor data was available" : "no profiler data was available";
-      } else if (r.datapoints == 0 && s.status == RuleStatus::kNoIssuesFound) {
-        s.reason = "none of the data this rule needs was found";
+      } else if (missing) {
+        s.reason = "no data: " + *missing;
       }
     }
     out.push_back(std::move(s));
@@ -476,8 +493,18 @@ nlohmann::json Engine::reportJson(const std::string& rule) const {
   return nullptr;
 }
 
+void Engine::startRecord() const {
+  if (findingsStarted_ || options_.runDir.empty()) return;
+  findingsStarted_ = true;
+  // A new engine starts a new record: a re-run of `strata rules` replaces the old findings.
+  std::error_code ec;
+  fs::create_directories(fs::path(options_.runDir) / "rule-output", ec);
+  std::ofstream(fs::path(options_.runDir) / "rule-output" / "findings.jsonl", std::ios::trunc);
+}
+
 void Engine::writeOutputs() const {
   if (options_.runDir.empty()) return;
+  startRecord();
   const fs::path dir = fs::path(options_.runDir) / "rule-output";
   const std::vector<RuleSummary> sums = summary();
   nlohmann::json rules = nlohmann::json::array();
@@ -508,64 +535,17 @@ void Engine::writeOutputs() const {
         params += (params.empty() ? "" : "\n") + item.key() + ":" +
                   (item.value().is_string() ? item.value().get<std::string>() : item.value().dump());
     g["RuleParameters"] = params;
-    bool inProgress = !finished_, issues = false;
-    for (const auto& s : sums)
-      if (s.group == name) issues |= s.status == RuleStatus::kIssuesFound;
-    g["Status"] = inProgress ? "InProgress" : issues ? "IssuesFound" : "NoIssuesFound";
+    bool inProgress = !finished_, issues = false, anyData = false;
+    for (const auto& s : sums) {
+      if (s.group != name) continue;
+      issues |= s.status == RuleStatus::kIssuesFound;
+      anyData |= s.status != RuleStatus::kNoData;
+    }
+    g["Status"] = inProgress ? "InProgress" : issues ? "IssuesFound" : anyData ? "NoIssuesFound" : "NoData";
     writeAtomically(dir / (name + ".json"), g.dump(1) + "\n");
   }
   nlohmann::json summaryJson = {{"finished", finished_}, {"compat", options_.compat}, {"rules", rules}};
   writeAtomically(dir / "summary.json", summaryJson.dump(1) + "\n");
-}
-
-// ---------------------------------------------------------------------------------------------
-
-RulesFile parseRulesFile(const std::string& text, const std::string& source) {
-  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
-  if (doc.is_discarded()) STRATA_THROW(ConfigError, source, ": invalid JSON");
-  const nlohmann::json* list = &doc;
-  RulesFile out;
-  if (doc.is_object()) {
-    for (const auto& item : doc.items()) {
-      if (item.key() == "compat") {
-        if (!item.value().is_boolean()) STRATA_THROW(ConfigError, source, ": /compat must be true or false");
-        out.compat = item.value().get<bool>();
-      } else if (item.key() != "rules") {
-        STRATA_THROW(ConfigError, source, ": unknown key \"", item.key(), "\" (compat, rules)");
-      }
-    }
-    if (!doc.contains("rules")) STRATA_THROW(ConfigError, source, ": missing \"rules\"");
-    list = &doc.at("rules");
-  }
-  if (!list->is_array()) STRATA_THROW(ConfigError, source, ": /rules must be a list");
-  for (size_t i = 0; i < list->size(); ++i) {
-    const nlohmann::json& r = (*list)[i];
-    const std::string path = c10::str(source, ": /rules/", i);
-    if (!r.is_object()) STRATA_THROW(ConfigError, path, " must be an object");
-    RuleSpec spec;
-    for (const auto& item : r.items()) {
-      const std::string& k = item.key();
-      if (k == "name" && item.value().is_string()) {
-        spec.name = item.value().get<std::string>();
-      } else if (k == "parameters" && item.value().is_object()) {
-        spec.parameters = item.value();
-      } else if (k == "actions" && item.value().is_array()) {
-        spec.actions = item.value();
-      } else if (k == "library" && item.value().is_string()) {
-        spec.library = item.value().get<std::string>();
-      } else {
-        STRATA_THROW(ConfigError, path, "/", k, ": unexpected ",
-                     (k == "name" || k == "parameters" || k == "actions" || k == "library") ? "type" : "key",
-                     " (name: string, parameters: object, actions: list, library: string)");
-      }
-    }
-    if (spec.name.empty()) STRATA_THROW(ConfigError, path, ": a rule needs a \"name\"");
-    if (spec.library.empty() && !isBuiltinRule(spec.name) && !isRegisteredRule(spec.name))
-      STRATA_THROW(ConfigError, path, "/name: unknown rule \"", spec.name,
-                   "\" (not built in, not registered; give \"library\" for a rule in a shared library)");
-    out.rules.push_back(std::move(spec));
-  }
-  return out;
 }
 
 }  // namespace strata::rules

@@ -123,6 +123,8 @@ class Engine {
   void handle(Slot& slot, std::vector<Finding> findings, int64_t timestampUs, std::vector<Finding>& out);
   void fail(Slot& slot, const std::string& what);
   RuleReport reportOf(const Slot& slot) const;
+  std::optional<std::string> missingDataOf(const Slot& slot, const RuleReport& r) const;
+  void startRecord() const;
   double now() const;
 
   EngineOptions options_;
@@ -137,6 +139,7 @@ class Engine {
   int64_t lastStep_ = 0;
   bool finished_ = false;
   double lastWrite_ = 0;
+  mutable bool findingsStarted_ = false;  // findings.jsonl truncated by this engine (startRecord)
   std::map<std::string, nlohmann::json> groupParams_;  // group -> its RuleParameters
 };
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -133,22 +134,41 @@ std::unique_ptr<Engine> makeRunEngine(const std::string& runDir, const std::vect
   return engine;
 }
 
+int runExitCode(const std::vector<RuleSummary>& rules) {
+  bool error = false;
+  std::map<std::string, bool> groupHasData;  // ProfilerReport: any sub-rule with data
+  bool noData = false;
+  for (const RuleSummary& s : rules) {
+    error |= s.status == RuleStatus::kError;
+    if (s.group.empty()) {
+      noData |= s.status == RuleStatus::kNoData;
+    } else {
+      groupHasData[s.group] |= s.status != RuleStatus::kNoData;
+    }
+  }
+  for (const auto& g : groupHasData) noData |= !g.second;
+  return error ? kExitRuleError : noData ? kExitRuleNoData : 0;
+}
+
 int printRunSummary(const Engine& engine, const std::string& runDir, bool writeReportToo) {
-  int errors = 0, issues = 0;
+  int errors = 0, issues = 0, noData = 0;
   std::printf("\n%-26s %-14s %10s %10s  %s\n", "rule", "status", "triggered", "datapoints", "analysis");
-  for (const auto& s : engine.summary()) {
+  const std::vector<RuleSummary> rules = engine.summary();
+  for (const auto& s : rules) {
     errors += s.status == RuleStatus::kError;
     issues += s.status == RuleStatus::kIssuesFound;
+    noData += s.status == RuleStatus::kNoData;
     std::string reason = s.reason;
     if (reason.size() > 110) reason = reason.substr(0, 107) + "...";
     std::printf("%-26s %-14s %10lld %10lld  %s\n", s.name.c_str(), statusName(s.status),
                 static_cast<long long>(s.ruleTriggered), static_cast<long long>(s.datapoints), reason.c_str());
   }
-  std::printf("\n%d rule(s) found issues, %d failed. Results: %s/rule-output/\n", issues, errors, runDir.c_str());
+  std::printf("\n%d rule(s) found issues, %d had no data, %d failed. Results: %s/rule-output/\n", issues, noData,
+              errors, runDir.c_str());
   if (writeReportToo) std::printf("Report: %s\n", report::writeReport(runDir).c_str());
   if (StopSignal::stopFileExists(runDir))
     std::printf("StopTraining was requested: %s\n", StopSignal::stopFilePath(runDir).c_str());
-  return errors > 0 ? 1 : 0;
+  return runExitCode(rules);
 }
 
 }  // namespace strata::rules

@@ -28,8 +28,16 @@ std::vector<RuleSpec> loadRuleSpecs(const std::string& runDir, const std::string
 std::unique_ptr<Engine> makeRunEngine(const std::string& runDir, const std::vector<RuleSpec>& specs,
                                       EngineOptions engineOptions, FileSourceOptions sourceOptions);
 
+// `strata rules`' exit codes: a rule in status Error (or the command failed), and a
+// configured rule that had no data (NoData; ProfilerReport counts as one rule, with no data
+// only when none of its sub-rules had any). Error wins over NoData; otherwise 0.
+inline constexpr int kExitRuleError = 1;
+inline constexpr int kExitRuleNoData = 3;
+// Pure: the exit code for these results.
+int runExitCode(const std::vector<RuleSummary>& rules);
+
 // Prints the rule table to stdout (and writes the HTML report when asked). Returns the exit
-// code of `strata rules`: 1 when a rule is in status Error, else 0.
+// code of `strata rules` (runExitCode).
 int printRunSummary(const Engine& engine, const std::string& runDir, bool writeReportToo);
 
 }  // namespace strata::rules

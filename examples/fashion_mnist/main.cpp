@@ -219,8 +219,8 @@ int run(const Flags& flags) {
         double window[1] = {lossSum / (done % 50 == 0 ? 50 : done % 50)};
         strata::world().allreduce(window, window, 1, strata::DType::kFloat64, strata::ReduceOp::kAvg);
         lastLoss = window[0];
-        // The training loss averaged over the last 200 steps and all ranks, for the rules
-        // (job.json's LossNotDecreasing reads it: single-batch losses are too noisy).
+        // The training loss averaged over the last 200 steps and all ranks, for TensorBoard
+        // (a smooth curve; job.json's LossNotDecreasing smooths the saved losses itself).
         recentWindows.push_back(lastLoss);
         if (recentWindows.size() > 4) recentWindows.pop_front();
         double recent = 0;

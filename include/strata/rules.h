@@ -149,19 +149,36 @@ class Trial {
   virtual std::optional<double> lastUpdateSec() const { return std::nullopt; }
   // The training job has ended (training_job_end.ts seen): no more steps will come.
   virtual bool finished() const = 0;
+  // Whether some complete step has `mode`. The default scans steps(); long-lived trials
+  // answer without the copy.
+  virtual bool hasMode(Mode mode) const {
+    for (const StepInfo& s : steps())
+      if (s.mode == mode) return true;
+    return false;
+  }
+  // Complete steps after global step `step`, in order (the engine's "what is new").
+  virtual std::vector<StepInfo> stepsAfter(int64_t step) const {
+    std::vector<StepInfo> out;
+    for (const StepInfo& s : steps())
+      if (s.step > step) out.push_back(s);
+    return out;
+  }
 };
 
 // ---------------------------------------------------------------------------------------------
 // Outputs
 
-// Rule status, as SageMaker's RuleEvaluationStatus.
-enum class RuleStatus { kInProgress, kIssuesFound, kNoIssuesFound, kError };
+// Rule status, as SageMaker's RuleEvaluationStatus, plus NoData: the rule's inputs never
+// arrived (GPU metrics on a CPU-only run, a collection that was not saved), so it could not
+// look for issues at all. "No data" is not "no issues".
+enum class RuleStatus { kInProgress, kIssuesFound, kNoIssuesFound, kError, kNoData };
 inline const char* statusName(RuleStatus s) {
   switch (s) {
     case RuleStatus::kInProgress: return "InProgress";
     case RuleStatus::kIssuesFound: return "IssuesFound";
     case RuleStatus::kNoIssuesFound: return "NoIssuesFound";
     case RuleStatus::kError: return "Error";
+    case RuleStatus::kNoData: return "NoData";
   }
   return "?";
 }
@@ -225,6 +242,12 @@ class Rule {
   // The reference-shaped report. nullopt: the engine writes its own counts (RuleTriggered =
   // invocations with findings, Violations = findings, Datapoints = invocations).
   virtual std::optional<RuleReport> report() const { return std::nullopt; }
+
+  // Why the rule could not evaluate anything so far, when the inputs it needs never arrived
+  // ("no GPU utilisation samples: a CPU-only host"); nullopt when it had data. A rule that
+  // ends with a reason and no finding gets status NoData. The engine also reports NoData for
+  // a rule it never invoked.
+  virtual std::optional<std::string> missingData() const { return std::nullopt; }
 };
 
 // Creates a rule from its parameters (a JSON object, values as given in the config). Throws
@@ -258,7 +281,8 @@ void registerRule(const std::string& name, RuleFactory factory);
 // strata_create_rule returns a new rule (owned by the engine, deleted through Rule's virtual
 // destructor) or nullptr with a NUL-terminated message in `error`. STRATA_RULE_PLUGIN defines
 // both from a factory `std::unique_ptr<Rule> f(const std::string& name, const nlohmann::json&)`.
-#define STRATA_RULES_ABI_VERSION 1
+// 2: RuleStatus::kNoData, Rule::missingData(), Trial::hasMode()/stepsAfter(), StopSignal's step.
+#define STRATA_RULES_ABI_VERSION 2
 
 #define STRATA_RULE_PLUGIN(factory)                                                           \
   extern "C" __attribute__((visibility("default"))) int strata_rules_abi_version(void) {      \
@@ -289,27 +313,30 @@ class StopSignal {
   // The process-wide signal.
   static StopSignal& global();
 
-  // Asks training to stop. The first request's rule and reason are kept. Thread-safe.
-  void request(const std::string& rule, const std::string& reason);
+  // Asks training to stop. The first request's rule, reason and step (the global step whose
+  // data showed the issue, -1 when not a step's) are kept. Thread-safe.
+  void request(const std::string& rule, const std::string& reason, int64_t step = -1);
   // Lock-free; cheap enough for every step.
   bool requested() const { return requested_.load(std::memory_order_acquire); }
   std::string rule() const;
   std::string reason() const;
+  int64_t step() const;
   // Clears the flag (tests; a new run in the same process).
   void reset();
 
-  // <runDir>/rule-output/stop_training.json: {"rule": ..., "reason": ...}.
+  // <runDir>/rule-output/stop_training.json: {"rule": ..., "reason": ..., "step": ...}.
   static std::string stopFilePath(const std::string& runDir);
   static bool stopFileExists(const std::string& runDir);
   // Writes the stop file atomically (temp file + rename). Returns false on I/O error.
   static bool writeStopFile(const std::string& runDir, const std::string& rule,
-                            const std::string& reason);
+                            const std::string& reason, int64_t step = -1);
 
  private:
   std::atomic<bool> requested_{false};
   mutable std::mutex mu_;
   std::string rule_;
   std::string reason_;
+  int64_t step_ = -1;
 };
 
 }  // namespace strata::rules

@@ -45,6 +45,18 @@ class BottleneckRule final : public MetricRuleBase {
            : p.joined({"threshold", "cpu_threshold", "gpu_threshold", "patience"});
   }
 
+  // A bottleneck is a GPU idling while the host is busy: without GPU samples there is none to find.
+  std::optional<std::string> missingData() const override {
+    if (!sawGpu_)
+      return std::string("no GPU utilisation samples (a CPU-only host, or NVML not available): it looks for GPUs "
+                         "below gpu_threshold while ") +
+             (highKind_ == MetricKind::kIoWait ? "I/O wait is high" : "a CPU core is busy");
+    if (!sawHigh_)
+      return std::string("no ") + (highKind_ == MetricKind::kIoWait ? "I/O wait" : "CPU utilisation") +
+             " samples (the system monitor did not run)";
+    return std::nullopt;
+  }
+
   std::vector<Finding> invokeForWindow(const MetricWindow& w) override {
     std::map<SnapshotKey, int> lowGpu, high;
     for (const SystemSample& s : *w.samples) {
@@ -56,6 +68,8 @@ class BottleneckRule final : public MetricRuleBase {
         ++datapoints_;
       }
       const SnapshotKey key{node, it->second};
+      sawGpu_ |= s.kind == MetricKind::kGpuUtilization;
+      sawHigh_ |= s.kind == highKind_;
       if (s.kind == MetricKind::kGpuUtilization && s.value < gpuThreshold_) {
         int& n = lowGpu[key];
         if (n == 0) ++lowGpuSnapshots_;
@@ -152,6 +166,7 @@ class BottleneckRule final : public MetricRuleBase {
   int64_t patience_;
   std::map<std::string, int64_t> snapshotTs_;  // per node ("" in compat): current snapshot start
   int64_t datapoints_ = 0;
+  bool sawGpu_ = false, sawHigh_ = false;
   int64_t lowGpuSnapshots_ = 0;
   int64_t bottlenecks_ = 0;
   std::set<SnapshotKey> previousWindow_;

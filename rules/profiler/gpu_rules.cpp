@@ -42,6 +42,11 @@ class LowGpuUtilization final : public MetricRuleBase {
     report_.ruleParameters = p.joined({"threshold_p95", "threshold_p5", "window", "patience"});
   }
 
+  std::optional<std::string> missingData() const override {
+    if (series_.size() > 0) return std::nullopt;
+    return std::string("no GPU utilisation samples (a CPU-only host, or NVML not available)");
+  }
+
   std::vector<Finding> invokeForWindow(const MetricWindow& w) override {
     for (const SystemSample& s : *w.samples)
       if (s.kind == MetricKind::kGpuUtilization) series_.get(s.node, s.name, window_).push(s.value);
@@ -128,6 +133,11 @@ class GpuMemoryIncrease final : public MetricRuleBase {
     compat_ = p.boolean("compat", ctx.compat);
     p.checkAllUsed();
     report_.ruleParameters = p.joined({"increase", "patience", "window"});
+  }
+
+  std::optional<std::string> missingData() const override {
+    if (series_.size() > 0) return std::nullopt;
+    return std::string("no GPU memory samples (a CPU-only host, or NVML not available)");
   }
 
   std::vector<Finding> invokeForWindow(const MetricWindow& w) override {
@@ -223,6 +233,13 @@ class BatchSize final : public MetricRuleBase {
     p.checkAllUsed();
     report_.ruleParameters = p.joined(
         {"cpu_threshold_p95", "gpu_threshold_p95", "gpu_memory_threshold_p95", "patience", "window"});
+  }
+
+  // Its verdict needs CPU, GPU utilisation and GPU memory together.
+  std::optional<std::string> missingData() const override {
+    if (util_.size() == 0 || memory_.size() == 0) return std::string("no GPU utilisation or memory samples (a CPU-only host, or NVML not available)");
+    if (cpu_.size() == 0) return std::string("no CPU utilisation samples (the system monitor did not run)");
+    return std::nullopt;
   }
 
   std::vector<Finding> invokeForWindow(const MetricWindow& w) override {

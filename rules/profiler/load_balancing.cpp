@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "rules/builtin.h"
 #include "rules/format.h"
@@ -39,6 +40,7 @@ struct RankStats {
   double computeUs = 0;                   // top-level compute events
   int64_t timelineSteps = 0;              // distinct steps those events belong to
   int64_t lastTimelineStep = -1;
+  std::set<int> stages;  // pipeline stages its compute events name (args.stage)
   // Heatmap: per column, sum and count of step durations.
   std::vector<double> colSum;
   std::vector<int64_t> colCount;
@@ -57,6 +59,14 @@ class LoadBalancing final : public MetricRuleBase {
     p.checkAllUsed();
     report_.ruleParameters = p.joined({"threshold", "patience"});
     edges_ = compat_ ? stats::arange(0, 100, 2) : stats::arange(0, 102, 2);  // 0..100 when fixed
+  }
+
+  // It compares GPUs with each other, or (default mode) ranks with each other.
+  std::optional<std::string> missingData() const override {
+    if (gpus_.size() > 0 || (!compat_ && rankViews().size() >= 2)) return std::nullopt;
+    if (compat_) return std::string("no GPU utilisation samples (a CPU-only host, or NVML not available)");
+    return c10::str("no GPU utilisation samples, and fewer than two ranks with ", kMinRankSteps,
+                    " steps in the framework timeline (a single-rank run, or the timeline was off)");
   }
 
   std::vector<Finding> invokeForWindow(const MetricWindow& w) override {
@@ -133,6 +143,13 @@ class LoadBalancing final : public MetricRuleBase {
     } else {
       r.byClass[static_cast<int>(c)] += dur;
       if (isTopLevelCompute(e, c)) r.computeUs += dur;
+      if (c == EventClass::kForward || c == EventClass::kBackward)
+        if (const std::string* s = e.arg("stage")) {
+          try {
+            r.stages.insert(std::stoi(*s));
+          } catch (const std::exception&) {
+          }
+        }
       // The detailed timeline may cover fewer steps than the step timer: per-step compute and
       // waiting divide by the steps the timeline covers.
       if (e.step >= 0 && e.step != r.lastTimelineStep) {
@@ -176,6 +193,17 @@ class LoadBalancing final : public MetricRuleBase {
     return v;
   }
 
+  // "rank 3", or "rank 0, stage 0" when the rank ran pipeline stages.
+  std::string label(int rank) const {
+    std::string out = "rank " + std::to_string(rank);
+    auto it = ranks_.find(rank);
+    if (it == ranks_.end() || it->second.stages.empty()) return out;
+    out += it->second.stages.size() == 1 ? ", stage " : ", stages ";
+    size_t i = 0;
+    for (int s : it->second.stages) out += (i++ ? "," : "") + std::to_string(s);
+    return out;
+  }
+
   std::optional<Finding> rankImbalance(const MetricWindow& w) {
     const std::vector<RankView> v = rankViews();
     if (v.size() < 2) return std::nullopt;
@@ -197,28 +225,36 @@ class LoadBalancing final : public MetricRuleBase {
                       {"wait", waitHi - waitLo}};
     std::vector<std::string> parts, subjects;
     if (stepHi > 0 && (stepHi - stepLo) / stepHi > threshold_) {
-      parts.push_back(c10::str("step time ranges from ", fixed(stepLo, 3), " s (rank ", minStep,
-                               ") to ", fixed(stepHi, 3), " s (rank ", maxStep, ")"));
+      parts.push_back(c10::str("step time ranges from ", fixed(stepLo, 3), " s (", label(minStep), ") to ",
+                               fixed(stepHi, 3), " s (", label(maxStep), ")"));
       subjects.push_back("rank " + std::to_string(maxStep));
     }
     if (compHi > 0 && (compHi - compLo) / compHi > threshold_) {
-      parts.push_back(c10::str("compute per step ranges from ", fixed(compLo, 3), " s (rank ", minComp,
-                               ") to ", fixed(compHi, 3), " s (rank ", maxComp, ")"));
+      parts.push_back(c10::str("compute per step ranges from ", fixed(compLo, 3), " s (", label(minComp), ") to ",
+                               fixed(compHi, 3), " s (", label(maxComp), ")"));
       subjects.push_back("rank " + std::to_string(maxComp));
     }
     if (waitHi - waitLo > threshold_) {
-      parts.push_back(c10::str("rank ", maxWait, " spends ", fixed(waitHi * 100, 0),
-                               "% of each step not computing (waiting), rank ", minWait, " ", fixed(waitLo * 100, 0), "%"));
+      parts.push_back(c10::str(label(maxWait), " spends ", fixed(waitHi * 100, 0),
+                               "% of each step not computing (waiting), ", label(minWait), " ", fixed(waitLo * 100, 0),
+                               "%"));
       subjects.push_back("rank " + std::to_string(maxWait));
     }
     if (parts.empty()) return std::nullopt;
     ++report_.violations;
     ++report_.ruleTriggered;
     ++rankTriggers_;
-    std::string msg = "load imbalance across " + std::to_string(v.size()) + " ranks: ";
+    // Name the slow one: the rank (or stage) computing the most per step, else the slowest step.
+    const bool byCompute = compHi > 0 && (compHi - compLo) / compHi > threshold_;
+    const int slow = byCompute ? maxComp : maxStep;
+    const bool stage = ranks_.at(slow).stages.size() > 0;
+    std::string msg = (stage ? label(slow) + " is the slow stage" : "rank " + std::to_string(slow) + " is the slow rank") +
+                      "; load imbalance across " + std::to_string(v.size()) + " ranks: ";
     for (size_t i = 0; i < parts.size(); ++i) msg += (i ? "; " : "") + parts[i];
     Finding f = finding(w, msg + " (threshold " + num(threshold_) + ")", subjects);
     f.details = lastImbalance_;
+    f.details["slow_rank"] = slow;
+    if (stage) f.details["slow_stages"] = std::vector<int>(ranks_.at(slow).stages.begin(), ranks_.at(slow).stages.end());
     return f;
   }
 
@@ -230,6 +266,7 @@ class LoadBalancing final : public MetricRuleBase {
     for (const auto& [rank, s] : ranks_) {
       nlohmann::json j = {{"steps", s.steps}, {"step_s", s.stepUs / 1e6}, {"compute_s", s.computeUs / 1e6},
                           {"timeline_steps", s.timelineSteps > 0 ? s.timelineSteps : s.steps}};
+      if (!s.stages.empty()) j["stages"] = std::vector<int>(s.stages.begin(), s.stages.end());
       for (int c = 1; c < kNumEventClasses; ++c)
         j[std::string(eventClassName(static_cast<EventClass>(c))) + "_s"] = s.byClass[c] / 1e6;
       ranks[std::to_string(rank)] = j;

@@ -87,6 +87,11 @@ class OverallSystemUsage final : public MetricRuleBase {
     report_.ruleParameters = "";
   }
 
+  std::optional<std::string> missingData() const override {
+    if (!nodes_.empty()) return std::nullopt;
+    return std::string("no system samples (the system monitor did not run)");
+  }
+
   std::vector<Finding> invokeForWindow(const MetricWindow& w) override {
     std::array<Metric, 2> ms;
     if (compat_) {
@@ -229,6 +234,11 @@ class OverallFrameworkMetrics final : public MetricRuleBase {
     compat_ = p.boolean("compat", ctx.compat);
     p.checkAllUsed();
     report_.ruleParameters = "";
+  }
+
+  std::optional<std::string> missingData() const override {
+    if (report_.datapoints > 0) return std::nullopt;
+    return std::string("no framework events (the timeline's framework_profile window saw no step)");
   }
 
   std::vector<Finding> invokeForWindow(const MetricWindow& w) override {

@@ -33,6 +33,12 @@ class MaxInitializationTime final : public MetricRuleBase {
     report_.details["step_num"] = nlohmann::json::object();
   }
 
+  std::optional<std::string> missingData() const override {
+    if (jobStartUs_ != std::numeric_limits<int64_t>::max() || fwStartUs_ != std::numeric_limits<int64_t>::max())
+      return std::nullopt;
+    return std::string("no system samples or framework events to date the job's start and its first step");
+  }
+
   std::vector<Finding> invokeForWindow(const MetricWindow& w) override {
     if (firstWindowUs_ < 0) firstWindowUs_ = w.startUs;
     for (const SystemSample& s : *w.samples) {
@@ -152,6 +158,11 @@ class StepOutlier final : public MetricRuleBase {
     report_.ruleParameters = "threshold:" + p.repr("stddev") + "\n" +
                              p.joined({"mode", "n_outliers", "stddev"});
     report_.details["step_details"] = nlohmann::json::object();
+  }
+
+  std::optional<std::string> missingData() const override {
+    if (series_.size() > 0) return std::nullopt;
+    return std::string("no step durations (the profiler's step timer or the timeline's Step events)");
   }
 
   std::vector<Finding> invokeForWindow(const MetricWindow& w) override {
@@ -286,6 +297,12 @@ class Dataloader final : public MetricRuleBase {
     compat_ = p.boolean("compat", ctx.compat);
     p.checkAllUsed();
     report_.ruleParameters = p.joined({"min_threshold", "max_threshold"});
+  }
+
+  std::optional<std::string> missingData() const override {
+    if (report_.datapoints > 0) return std::nullopt;
+    return std::string("no data-loader events (DataLoaderIter slices: the framework timeline was off, or the loop "
+                       "does not use strata::DistributedSampler)");
   }
 
   std::vector<Finding> invokeForWindow(const MetricWindow& w) override {

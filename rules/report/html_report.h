@@ -15,10 +15,12 @@ struct ReportInput {
   std::string runDir;
   std::map<std::string, nlohmann::json> rules;  // rule name -> rule-output/<Rule>.json
   nlohmann::json summary;                       // rule-output/summary.json (may be null)
+  nlohmann::json breakdown;                     // profiler::toJson(Breakdown) of the timeline (may be null)
   std::string generatedAt;                      // e.g. "2024-05-01 12:00 UTC"
 };
 
-// Reads rule-output/*.json under runDir (missing folder: no rules).
+// Reads rule-output/*.json under runDir (missing folder: no rules) and the per-rank breakdown
+// of the run's framework timeline (profiler/breakdown.h).
 ReportInput loadReportInput(const std::string& runDir);
 // Pure: the HTML text.
 std::string renderReport(const ReportInput& input);

@@ -44,6 +44,7 @@ double inactiveUnitPercent(const TensorValue& v, double inactivityPct, Active ac
 class DeadRelu final : public TensorRuleBase {
  public:
   explicit DeadRelu(const nlohmann::json& params) : TensorRuleBase("DeadRelu") {
+    needs_ = "ReLU outputs (tensor_regex, default .*relu_output: a collection saving layer outputs)";
     Params p(name_, params);
     std::vector<std::string> regexes = p.list("tensor_regex");
     if (regexes.empty()) regexes = {".*relu_output"};
@@ -82,6 +83,7 @@ class DeadRelu final : public TensorRuleBase {
 class SaturatedActivation final : public TensorRuleBase {
  public:
   explicit SaturatedActivation(const nlohmann::json& params) : TensorRuleBase("SaturatedActivation") {
+    needs_ = "tanh/sigmoid inputs (tensor_regex, default .*tanh_input|.*sigmoid_input)";
     Params p(name_, params);
     std::vector<std::string> collections = p.list("collection_names");
     std::vector<std::string> regexes = p.list("tensor_regex");
@@ -136,6 +138,7 @@ class SaturatedActivation final : public TensorRuleBase {
 class PoorWeightInitialization final : public TensorRuleBase {
  public:
   explicit PoorWeightInitialization(const nlohmann::json& params) : TensorRuleBase("PoorWeightInitialization") {
+    needs_ = "saved steps with activation inputs, gradients or losses";
     Params p(name_, params);
     selector_ = TensorSelector({}, {p.string("activation_inputs_regex", ".*relu_input")});
     threshold_ = p.number("threshold", 10.0);

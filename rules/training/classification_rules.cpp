@@ -42,6 +42,7 @@ std::vector<std::string> matching(const Trial& trial, const std::regex& re) {
 class ClassImbalance final : public TensorRuleBase {
  public:
   explicit ClassImbalance(const nlohmann::json& params) : TensorRuleBase("ClassImbalance") {
+    needs_ = "label tensors (labels_regex, default .*labels)";
     Params p(name_, params);
     imbalance_ = p.number("threshold_imbalance", 10);
     misprediction_ = p.number("threshold_misprediction", 0.7);
@@ -126,6 +127,7 @@ class ClassImbalance final : public TensorRuleBase {
 class Confusion final : public TensorRuleBase {
  public:
   explicit Confusion(const nlohmann::json& params) : TensorRuleBase("Confusion") {
+    needs_ = "label and prediction tensors of equal length";
     Params p(name_, params);
     const auto categories = p.optionalNumber("category_no");
     categories_ = categories ? static_cast<int64_t>(*categories) : 0;

@@ -38,13 +38,63 @@ std::optional<double> meanLoss(const Trial& trial, const std::vector<std::string
 }
 
 // ---------------------------------------------------------------------------------------------
-// LossNotDecreasing. Per loss tensor: the first check is at the first saved step at least
-// num_steps after the tensor's first saved step, then at the first saved step at least num_steps
-// after the previous check. A check compares the loss with the newest saved loss at least
-// num_steps earlier and fires when the loss rose by diff_percent % or more of that baseline
-// (diff_percent 0: it did not decrease at all). With increase_threshold_percent set, a check
-// also fires when the loss is more than that % above the best loss seen so far.
-// Steps are counted in the selected mode (mode steps for TRAIN/EVAL, global steps for GLOBAL).
+// LossNotDecreasing. Per loss tensor: the first check is at the first saved step at least num_steps
+// after the tensor's first saved step, then at the first saved step at least num_steps after the
+// previous check. A check compares the loss with the newest saved loss at least num_steps earlier
+// and fires when the loss rose by diff_percent % or more of that baseline (diff_percent 0: it did
+// not decrease at all), or when the loss is not finite (NaN or infinite: it certainly did not
+// decrease). With increase_threshold_percent set, a check also fires when the loss is more than
+// that % above the best loss seen so far. Steps are counted in the selected mode (mode steps for
+// TRAIN/EVAL, global steps for GLOBAL).
+//
+// smoothing (Strata): "none" (smdebug's semantics: single saved losses), "mean" (each saved loss
+// replaced by the mean of the newest smoothing_window saved losses) or "ema" (an exponential
+// moving average with alpha = 2 / (smoothing_window + 1)). Smoothed values enter the comparison
+// once smoothing_window losses were saved, so minibatch noise does not fire on a healthy run.
+
+// The smoothed loss of one tensor, fed one saved loss at a time. Pure.
+class LossSmoother {
+ public:
+  enum class Kind { kNone, kMean, kEma };
+  LossSmoother(Kind kind, int64_t window) : kind_(kind), window_(kind == Kind::kNone ? 1 : window) {}
+  // Adds a saved loss; returns the smoothed value once the window is full.
+  std::optional<double> add(double loss) {
+    ++seen_;
+    switch (kind_) {
+      case Kind::kNone: return loss;
+      case Kind::kMean: {
+        recent_.push_back(loss);
+        if (static_cast<int64_t>(recent_.size()) > window_) recent_.pop_front();
+        double sum = 0;
+        for (double v : recent_) sum += v;
+        if (seen_ < window_) return std::nullopt;
+        return sum / static_cast<double>(recent_.size());
+      }
+      case Kind::kEma: {
+        const double alpha = 2.0 / (static_cast<double>(window_) + 1);
+        ema_ = seen_ == 1 ? loss : alpha * loss + (1 - alpha) * ema_;
+        if (seen_ < window_) return std::nullopt;
+        return ema_;
+      }
+    }
+    return loss;
+  }
+
+ private:
+  Kind kind_;
+  int64_t window_;
+  int64_t seen_ = 0;
+  std::deque<double> recent_;
+  double ema_ = 0;
+};
+
+LossSmoother::Kind parseSmoothing(const std::string& s) {
+  if (s == "none") return LossSmoother::Kind::kNone;
+  if (s == "mean") return LossSmoother::Kind::kMean;
+  if (s == "ema") return LossSmoother::Kind::kEma;
+  throw std::invalid_argument("LossNotDecreasing: parameter \"smoothing\" must be none, mean or ema, got \"" + s + "\"");
+}
+
 class LossNotDecreasing final : public TensorRuleBase {
  public:
   explicit LossNotDecreasing(const nlohmann::json& params) : TensorRuleBase("LossNotDecreasing") {
@@ -58,10 +108,17 @@ class LossNotDecreasing final : public TensorRuleBase {
     diffPercent_ = p.number("diff_percent", 0.0);
     increasePercent_ = p.optionalNumber("increase_threshold_percent");
     mode_ = parseMode(p.optionalString("mode"), name_);
+    smoothing_ = parseSmoothing(p.string("smoothing", "none"));
+    window_ = p.integer("smoothing_window", 10);
+    if (window_ < 1) throw std::invalid_argument("LossNotDecreasing: \"smoothing_window\" must be at least 1");
     p.boolean("compat", false);
     p.checkAllUsed();
-    report_.ruleParameters = p.joined({"collection_names", "tensor_regex", "use_losses_collection", "num_steps",
-                                       "diff_percent", "increase_threshold_percent", "mode"});
+    std::vector<std::string> shown = {"collection_names", "tensor_regex", "use_losses_collection", "num_steps",
+                                      "diff_percent", "increase_threshold_percent", "mode"};
+    if (smoothing_ != LossSmoother::Kind::kNone) shown.insert(shown.end(), {"smoothing", "smoothing_window"});
+    report_.ruleParameters = p.joined(shown);
+    needs_ = "a loss tensor (tensor_regex or collection_names, else the losses collection, else a tensor named "
+             "*loss*)";
   }
 
   std::vector<Finding> invokeAtStep(const Trial& trial, const StepInfo& step) override {
@@ -77,33 +134,10 @@ class LossNotDecreasing final : public TensorRuleBase {
       auto value = scalarOf(trial, t, step.step);
       if (!value) continue;
       any = true;
-      State& st = state_[t];
-      if (st.history.empty()) st.nextCheck = key + numSteps_;
-      if (key >= st.nextCheck) {
-        const Entry* base = nullptr;
-        for (const Entry& e : st.history)
-          if (e.key <= key - numSteps_) base = &e;
-        if (base != nullptr) {
-          st.nextCheck = key + numSteps_;
-          const double rose = *value - base->value;
-          const bool notDecreasing = rose >= std::fabs(base->value) * diffPercent_ / 100;
-          const bool aboveBest = increasePercent_ && *value > st.best + std::fabs(st.best) * *increasePercent_ / 100;
-          if (notDecreasing || aboveBest) {
-            bad.push_back(t);
-            if (detail.empty()) {
-              detail = notDecreasing
-                           ? c10::str(t, " ", num(base->value), " at step ", base->key, " -> ", num(*value), " at step ",
-                                      key, diffPercent_ > 0 ? " (rose by " + fixed(rose / std::fabs(base->value) * 100) + "%)" : "")
-                           : c10::str(t, " ", num(*value), " is more than ", num(*increasePercent_),
-                                      "% above its best ", num(st.best));
-              details = {{"tensor", t}, {"baseline_step", base->key}, {"baseline", base->value}, {"loss", *value}};
-            }
-          }
-        }
-      }
-      st.history.push_back({key, *value});
-      st.best = std::min(st.best, *value);
-      while (st.history.size() >= 2 && st.history[1].key <= st.nextCheck - numSteps_) st.history.pop_front();
+      State& st = state_.try_emplace(t, smoothing_, window_).first->second;
+      const std::optional<double> smoothed = st.smoother.add(*value);
+      if (!smoothed) continue;  // still filling the smoothing window
+      check(t, key, *smoothed, st, &bad, &detail, &details);
     }
     if (any) evaluated();
     return conclude(step, bad,
@@ -113,31 +147,67 @@ class LossNotDecreasing final : public TensorRuleBase {
   }
 
  private:
-  Mode effectiveMode(const Trial& trial) const {
-    if (mode_) return *mode_;
-    bool eval = false, train = false;
-    for (const StepInfo& s : trial.steps()) {
-      eval |= s.mode == Mode::kEval;
-      train |= s.mode == Mode::kTrain;
-    }
-    return eval ? Mode::kEval : train ? Mode::kTrain : Mode::kGlobal;
-  }
-
   struct Entry {
     int64_t key;
     double value;
   };
   struct State {
+    State(LossSmoother::Kind kind, int64_t window) : smoother(kind, window) {}
+    LossSmoother smoother;
     std::deque<Entry> history;
     int64_t nextCheck = 0;
     double best = std::numeric_limits<double>::infinity();
   };
+
+  // One (smoothed) loss of tensor t at `key`: the check when it is due, then the history.
+  void check(const std::string& t, int64_t key, double value, State& st, std::vector<std::string>* bad,
+             std::string* detail, nlohmann::json* details) {
+    if (st.history.empty()) st.nextCheck = key + numSteps_;
+    if (key >= st.nextCheck) {
+      const Entry* base = nullptr;
+      for (const Entry& e : st.history)
+        if (e.key <= key - numSteps_) base = &e;
+      if (base != nullptr) {
+        st.nextCheck = key + numSteps_;
+        const double rose = value - base->value;
+        const bool notFinite = std::isnan(value) || value == std::numeric_limits<double>::infinity();
+        const bool notDecreasing = notFinite || rose >= std::fabs(base->value) * diffPercent_ / 100;
+        const bool aboveBest = increasePercent_ && value > st.best + std::fabs(st.best) * *increasePercent_ / 100;
+        if (notDecreasing || aboveBest) {
+          bad->push_back(t);
+          if (detail->empty()) {
+            const char* what = smoothing_ == LossSmoother::Kind::kNone ? "" : " (smoothed)";
+            *detail = notDecreasing
+                          ? c10::str(t, what, " ", num(base->value), " at step ", base->key, " -> ", num(value),
+                                     " at step ", key,
+                                     diffPercent_ > 0 && !notFinite
+                                         ? " (rose by " + fixed(rose / std::fabs(base->value) * 100) + "%)"
+                                         : "")
+                          : c10::str(t, what, " ", num(value), " is more than ", num(*increasePercent_),
+                                     "% above its best ", num(st.best));
+            *details = {{"tensor", t}, {"baseline_step", base->key}, {"baseline", base->value}, {"loss", value}};
+          }
+        }
+      }
+    }
+    st.history.push_back({key, value});
+    st.best = std::min(st.best, value);
+    while (st.history.size() >= 2 && st.history[1].key <= st.nextCheck - numSteps_) st.history.pop_front();
+  }
+
+  Mode effectiveMode(const Trial& trial) const {
+    if (mode_) return *mode_;
+    return trial.hasMode(Mode::kEval) ? Mode::kEval : trial.hasMode(Mode::kTrain) ? Mode::kTrain : Mode::kGlobal;
+  }
+
   TensorSelector selector_;
   bool useLosses_;
   int64_t numSteps_;
   double diffPercent_;
   std::optional<double> increasePercent_;
   std::optional<Mode> mode_;
+  LossSmoother::Kind smoothing_;
+  int64_t window_;
   std::map<std::string, State> state_;
 };
 
@@ -148,6 +218,7 @@ class LossNotDecreasing final : public TensorRuleBase {
 class Overfit final : public TensorRuleBase {
  public:
   explicit Overfit(const nlohmann::json& params) : TensorRuleBase("Overfit") {
+    needs_ = "validation (EVAL-mode) losses after training losses";
     Params p(name_, params);
     selector_ = TensorSelector({}, p.list("tensor_regex"));
     startStep_ = p.integer("start_step", 0);
@@ -202,6 +273,7 @@ class Overfit final : public TensorRuleBase {
 class Overtraining final : public TensorRuleBase {
  public:
   explicit Overtraining(const nlohmann::json& params) : TensorRuleBase("Overtraining") {
+    needs_ = "training or validation losses";
     Params p(name_, params);
     patience_[0] = p.integer("patience_train", 5);
     patience_[1] = p.integer("patience_validation", 10);
@@ -251,6 +323,7 @@ class Overtraining final : public TensorRuleBase {
 class StalledTraining final : public TensorRuleBase {
  public:
   explicit StalledTraining(const nlohmann::json& params) : TensorRuleBase("StalledTrainingRule") {
+    needs_ = "saved steps";
     Params p(name_, params);
     threshold_ = p.number("threshold", 1800);
     p.boolean("stop_training_on_fire", false);

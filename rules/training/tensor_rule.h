@@ -25,6 +25,12 @@ class TensorRuleBase : public Rule {
     addDetails(r);
     return r;
   }
+  // NoData when no step carried the tensors the rule looks at (needs_ names them).
+  std::optional<std::string> missingData() const override {
+    if (report_.datapoints > 0) return std::nullopt;
+    return needs_.empty() ? "none of the tensors it selects was saved"
+                          : "it needs " + needs_ + ", and none was saved";
+  }
 
  protected:
   virtual void addDetails(RuleReport& /*r*/) const {}
@@ -35,6 +41,7 @@ class TensorRuleBase : public Rule {
   void evaluated() { ++report_.datapoints; }
 
   std::string name_;
+  std::string needs_;  // what the rule reads, for missingData(): "a loss tensor (...)"
   RuleReport report_;
   nlohmann::json lastViolations_ = nlohmann::json::object();  // tensor -> step of last violation
 };

@@ -30,6 +30,7 @@ TensorSelector selectorFrom(Params& p) {
 class VanishingGradient final : public TensorRuleBase {
  public:
   explicit VanishingGradient(const nlohmann::json& params) : TensorRuleBase("VanishingGradient") {
+    needs_ = "gradients (the gradients collection, or tensors named gradient*)";
     Params p(name_, params);
     threshold_ = p.number("threshold", 1e-7);
     p.boolean("compat", false);
@@ -65,6 +66,7 @@ class VanishingGradient final : public TensorRuleBase {
 class ExplodingTensor final : public TensorRuleBase {
  public:
   explicit ExplodingTensor(const nlohmann::json& params) : TensorRuleBase("ExplodingTensor") {
+    needs_ = "the selected tensors (collection_names / tensor_regex, default every tensor)";
     Params p(name_, params);
     selector_ = selectorFrom(p);
     onlyNan_ = p.boolean("only_nan", false);
@@ -118,6 +120,7 @@ class ExplodingTensor final : public TensorRuleBase {
 class AllZero final : public TensorRuleBase {
  public:
   explicit AllZero(const nlohmann::json& params) : TensorRuleBase("AllZero") {
+    needs_ = "the selected tensors (collection_names / tensor_regex)";
     Params p(name_, params);
     selector_ = selectorFrom(p);
     if (selector_.empty())
@@ -152,6 +155,7 @@ class AllZero final : public TensorRuleBase {
 class TensorVariance final : public TensorRuleBase {
  public:
   explicit TensorVariance(const nlohmann::json& params) : TensorRuleBase("TensorVariance") {
+    needs_ = "the selected tensors (collection_names / tensor_regex, default every tensor)";
     Params p(name_, params);
     selector_ = selectorFrom(p);
     max_ = p.optionalNumber("max_threshold");
@@ -209,6 +213,7 @@ bool allClose(const std::vector<double>& a, const std::vector<double>& b, double
 class UnchangedTensor final : public TensorRuleBase {
  public:
   explicit UnchangedTensor(const nlohmann::json& params) : TensorRuleBase("UnchangedTensor") {
+    needs_ = "raw values of the selected tensors";
     Params p(name_, params);
     selector_ = selectorFrom(p);
     numSteps_ = p.integer("num_steps", 3);
@@ -259,6 +264,7 @@ class UnchangedTensor final : public TensorRuleBase {
 class WeightUpdateRatio final : public TensorRuleBase {
  public:
   explicit WeightUpdateRatio(const nlohmann::json& params) : TensorRuleBase("WeightUpdateRatio") {
+    needs_ = "raw weights (the weights collection) at two saved steps";
     Params p(name_, params);
     if (auto n = p.optionalNumber("num_steps")) numSteps_ = static_cast<int64_t>(*n);
     large_ = p.number("large_threshold", 10.0);
@@ -269,8 +275,7 @@ class WeightUpdateRatio final : public TensorRuleBase {
     report_.ruleParameters = p.joined({"num_steps", "large_threshold", "small_threshold", "epsilon"});
   }
   std::vector<Finding> invokeAtStep(const Trial& trial, const StepInfo& step) override {
-    bool anyTrain = false;
-    for (const StepInfo& s : trial.steps()) anyTrain |= s.mode == Mode::kTrain;
+    const bool anyTrain = trial.hasMode(Mode::kTrain);
     if (anyTrain && step.mode != Mode::kTrain) return {};
     std::vector<std::string> bad;
     bool any = false;

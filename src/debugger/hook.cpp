@@ -38,6 +38,8 @@ Hook::Hook(const config::DebuggerConfig& config, HookOptions options)
   writer_ = std::make_unique<TrialWriter>(std::move(w));
   // Early, because smdebug's reader blocks until every worker's collections file exists.
   writer_->writeCollections(collectionsFileJson(collections_, numWorkers_));
+  tap_ = stepTap();
+  if (tap_) tap_->collections(collections_);
   STRATA_LOG(kInfo, kAllSubsys, "debugger: ", worker_, " writes ", collections_.size(),
              " collection(s) to ", options_.outputDir, " (num_workers ", numWorkers_, ")");
 }
@@ -62,7 +64,10 @@ bool Hook::beginStep(Mode mode) {
   due_ = writer_ ? dueCollections(collections_, mode, modeStep) : 0;
   // A step that is not due reaches the writer only if a scalar is saved in it; the
   // previous step, if the writer has it open, is published now rather than later.
-  if (writer_ && stepQueued_) writer_->endStep();
+  if (writer_ && stepQueued_) {
+    writer_->endStep();
+    if (tap_) tap_->stepsComplete();
+  }
   stepQueued_ = false;
   if (writer_ && due_ != 0) queueStepLocked();
   return due_ != 0;
@@ -71,6 +76,7 @@ bool Hook::beginStep(Mode mode) {
 void Hook::queueStepLocked() {
   if (stepQueued_ || !inStep_) return;
   writer_->beginStep(counters_.globalStep, mode_, counters_.modeSteps[modeIndex(mode_)], due_ != 0);
+  if (tap_) tap_->stepBegin(counters_.globalStep, mode_, counters_.modeSteps[modeIndex(mode_)], due_ != 0);
   stepQueued_ = true;
 }
 
@@ -106,7 +112,9 @@ bool Hook::wantsTensor(const std::string& tensorName) {
 
 void Hook::enqueueLocked(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
                          TensorBytes bytes, CollectionMask containing) {
-  writer_->tensor(name, dtype, shape, std::move(bytes), planTensor(collections_, containing));
+  TensorPlan plan = planTensor(collections_, containing);
+  if (tap_) tap_->tensor(name, dtype, shape, bytes, plan);
+  writer_->tensor(name, dtype, shape, std::move(bytes), std::move(plan));
 }
 
 bool Hook::saveTensor(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
@@ -137,11 +145,13 @@ void Hook::saveScalar(const std::string& name, double value) {
   if (!writer_ || closed_) return;
   queueStepLocked();  // before the first step the scalar goes to TensorBoard only
   writer_->scalar(name, value);
+  if (tap_ && stepQueued_) tap_->scalar(name, value);
 }
 
 void Hook::flush() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (writer_ && !closed_) writer_->flush();
+  if (tap_ && !closed_) tap_->stepsComplete();
 }
 
 void Hook::close(bool writeEndMarkerFile) {
@@ -150,6 +160,7 @@ void Hook::close(bool writeEndMarkerFile) {
   closed_ = true;
   inStep_ = false;
   modelTensorsOpen_ = false;
+  if (tap_) tap_->stepsComplete();
   if (writer_) {
     writer_->close();
     const std::string error = writer_->firstError();
@@ -203,6 +214,21 @@ uint64_t Hook::TEST_writerItems() const {
 
 void writeEndMarker(const std::string& outputDir) {
   touchFile(outputDir + "/" + kEndOfJobFile);
+}
+
+namespace {
+std::mutex gTapMutex;
+std::shared_ptr<StepTap> gTap;
+}  // namespace
+
+void setStepTap(std::shared_ptr<StepTap> tap) {
+  std::lock_guard<std::mutex> lock(gTapMutex);
+  gTap = std::move(tap);
+}
+
+std::shared_ptr<StepTap> stepTap() {
+  std::lock_guard<std::mutex> lock(gTapMutex);
+  return gTap;
 }
 
 }  // namespace strata::debugger

@@ -19,6 +19,9 @@
 // The step's files are published when the next step begins, or at flush()/close(), so
 // scalars saved after the step (metrics, validation results) still land in it.
 //
+// In-process consumers (the online rule engine) get what is saved through the process's
+// StepTap (debugger/step_tap.h), taken at construction; the files are written all the same.
+//
 // Threading: all methods are thread-safe (one mutex); they are meant for the training
 // thread. Nothing here blocks on I/O except flush()/close() and saveTensor() when the writer
 // queue is full (TrialWriterOptions::maxQueuedBytes).
@@ -33,6 +36,7 @@
 
 #include "config/config.h"
 #include "debugger/collections.h"
+#include "debugger/step_tap.h"
 #include "debugger/trial_writer.h"
 #include "debugger/types.h"
 
@@ -127,6 +131,7 @@ class Hook {
   mutable std::mutex mutex_;
   CollectionMatcher matcher_;
   std::unique_ptr<TrialWriter> writer_;  // null: this rank writes nothing
+  std::shared_ptr<StepTap> tap_;         // stepTap() at construction, when this rank writes
   StepCounters counters_;
   Mode mode_ = Mode::kGlobal;
   bool inStep_ = false;

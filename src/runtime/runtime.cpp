@@ -25,6 +25,7 @@
 #include "runtime/exit_status.h"
 #include "runtime/job_secret.h"
 #include "runtime/launch.h"
+#include "runtime/online_rules.h"
 #include "runtime/runtime_internal.h"
 #include "runtime/signals.h"
 #include "runtime/stop.h"
@@ -52,6 +53,7 @@ struct RuntimeState {
   std::vector<std::function<void()>> finalizers;
   std::unique_ptr<profiler::Session> profiler;
   std::unique_ptr<rules::RuleRunner> rules;  // rank 0, when the config has rules
+  std::unique_ptr<rules::OnlineEngine> inProcessRules;  // tensor rules on this rank's data
 };
 
 std::mutex stateMutex;
@@ -306,10 +308,13 @@ bool arriveAt(RuntimeState& s, const std::string& key) {
   }
 }
 
-// Rank 0: the config's rules on a thread over the files as they are written, and the stop
-// file of an out-of-process `strata rules --watch`, both read by strata::should_stop().
+// Every rank that is the first worker of its data: the tensor rules in process, on the
+// debugger's data as each step completes (runtime/online_rules.h). Rank 0: the config's rules
+// on a thread over the files as they are written (the record, rule-output/), and the stop
+// file of an out-of-process `strata rules --watch`; all read by strata::should_stop().
 // A rule that cannot be built is logged, not fatal: the other ranks are already training.
 void startRules(RuntimeState& s) {
+  s.inProcessRules = runtime::startInProcessRules(s.config, s.launch.rank, s.launch.size);
   if (s.launch.rank != 0) return;
   runtime::watchStopFile(s.config.outputDir);
   if (s.config.rules.empty()) return;
@@ -326,6 +331,7 @@ void startRules(RuntimeState& s) {
 // After every writer closed its files and the end markers exist: the last poll sees the
 // whole run and rule-output/ is final.
 void stopRules(RuntimeState& s) {
+  runtime::stopInProcessRules(s.inProcessRules);
   rules::stopOnlineRules(s.rules);
   // This run's stop requests are consumed (a signal stays): a later init() starts clean.
   runtime::endStopRun();

@@ -12,9 +12,11 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <vector>
 
 #include "core/errors.h"
 #include "core/logging.h"
+#include "debugger/step_tap.h"
 #include "strata/group.h"
 #include "strata/rules.h"
 #include "strata/runtime.h"
@@ -28,6 +30,9 @@ std::mutex textMutex;
 std::string requestText;
 // The cause every rank agreed on at the last should_stop() that returned true.
 std::atomic<int> agreedCause{static_cast<int>(StopCause::kNone)};
+// With a rule cause: which rule, where, and why (shared by the rank that found it).
+std::mutex agreedMutex;
+AgreedRule agreed;
 
 // The stop file rank 0 watches (set at init, cleared at finalize, read by should_stop).
 struct StopFileWatch {
@@ -47,6 +52,22 @@ int64_t steadyMs() {
 int64_t wallMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+// The watcher's file names the rule and the step: a rule request like an in-process one.
+void requestStopFromFile(const std::string& content, const std::string& path) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(content);
+    if (j.is_object() && j.contains("rule") && j["rule"].is_string()) {
+      const std::string reason = j.contains("reason") && j["reason"].is_string() ? j["reason"].get<std::string>() : "";
+      const int64_t step = j.contains("step") && j["step"].is_number_integer() ? j["step"].get<int64_t>() : -1;
+      rules::StopSignal::global().request(j["rule"].get<std::string>(), reason + " (stop file " + path + ")", step);
+      return;
+    }
+  } catch (const std::exception&) {
+    // Not JSON (e.g. made with touch): still a request to stop.
+  }
+  requestStop(StopCause::kRule, stopFileRequestText(content, path));
 }
 
 // Rank 0, at most every interval: a current stop file becomes a kRule request.
@@ -69,13 +90,58 @@ void pollStopFile() {
   std::ifstream in(path);
   std::stringstream content;
   content << in.rdbuf();
-  requestStop(StopCause::kRule, stopFileRequestText(content.str(), path));
+  requestStopFromFile(content.str(), path);
   // Found: no need to look again in this run.
   std::lock_guard<std::mutex> lock(watchMutex);
   watch.path.clear();
 }
 
+// This rank's rule request as an allreduce key (kNoRuleKey: none, or none with a step).
+int64_t localRuleKey() {
+  const rules::StopSignal& s = rules::StopSignal::global();
+  if (!s.requested() || s.step() < 0 || !isInitialized()) return kNoRuleKey;
+  return encodeRuleKey(s.step(), rank());
+}
+
+// Every rank learns the winning rule request from the rank that made it (one broadcast, at
+// the stop only). Layout: rule, '\n', reason, NUL-padded.
+constexpr size_t kVerdictBytes = 1024;
+void shareRuleVerdict(int64_t key) {
+  AgreedRule a;
+  if (!decodeRuleKey(key, &a.step, &a.rank)) return;
+  std::vector<char> buf(kVerdictBytes, 0);
+  if (rank() == a.rank) {
+    const std::string text = rules::StopSignal::global().rule() + "\n" + rules::StopSignal::global().reason();
+    std::copy_n(text.begin(), std::min(text.size(), kVerdictBytes - 1), buf.begin());
+  }
+  world().broadcast(buf.data(), buf.size(), DType::kUInt8, a.rank);
+  const std::string text(buf.data());
+  const size_t nl = text.find('\n');
+  a.rule = text.substr(0, nl);
+  a.reason = nl == std::string::npos ? "" : text.substr(nl + 1);
+  std::lock_guard<std::mutex> lock(agreedMutex);
+  agreed = a;
+}
+
 }  // namespace
+
+int64_t encodeRuleKey(int64_t step, int rank) { return -(step * kRuleKeyRankSpan + rank); }
+
+bool decodeRuleKey(int64_t key, int64_t* step, int* rank) {
+  if (key == kNoRuleKey || key > 0) return false;
+  *step = (-key) / kRuleKeyRankSpan;
+  *rank = static_cast<int>((-key) % kRuleKeyRankSpan);
+  return true;
+}
+
+AgreedRule agreedRule() {
+  std::lock_guard<std::mutex> lock(agreedMutex);
+  return agreed;
+}
+
+void stepDataComplete() {
+  if (auto tap = debugger::stepTap()) tap->stepsComplete();
+}
 
 std::string stopFileRequestText(const std::string& content, const std::string& path) {
   try {
@@ -136,6 +202,10 @@ void resetStop() {
   requestCause = static_cast<int>(StopCause::kNone);
   agreedCause = static_cast<int>(StopCause::kNone);
   {
+    std::lock_guard<std::mutex> alock(agreedMutex);
+    agreed = AgreedRule{};
+  }
+  {
     std::lock_guard<std::mutex> wlock(watchMutex);
     watch.lastCheckMs = INT64_MIN / 2;
   }
@@ -147,6 +217,10 @@ void endStopRun() {
   watchStopFile("");
   requestCause = static_cast<int>(StopCause::kNone);
   agreedCause = static_cast<int>(StopCause::kNone);
+  {
+    std::lock_guard<std::mutex> alock(agreedMutex);
+    agreed = AgreedRule{};
+  }
   rules::StopSignal::global().reset();
   std::lock_guard<std::mutex> lock(textMutex);
   requestText.clear();
@@ -160,21 +234,38 @@ bool should_stop() {
   // Sticky: every rank set agreedCause at the same call, so every rank skips the allreduce
   // from here on alike (a loop and the loop around it may both ask).
   if (runtime::agreedCause.load() != 0) return true;
+  // The step's debugger data is complete: the in-process rules may look at it while the
+  // next step runs; their verdict travels with a later call's allreduce.
+  runtime::stepDataComplete();
   runtime::pollStopFile();
-  int32_t cause = static_cast<int32_t>(runtime::localStopCause());
-  if (isInitialized() && size() > 1) {
-    // Every rank calls this at the same step boundary; the strongest cause wins everywhere.
-    // A rank that died or stopped calling makes this throw (collective timeout or abort),
-    // never hang.
-    world().allreduce(&cause, &cause, 1, DType::kInt32, ReduceOp::kMax);
+  // [0]: the cause (the strongest wins everywhere); [1]: the earliest rule request's key.
+  int64_t vote[2] = {static_cast<int64_t>(runtime::localStopCause()), runtime::localRuleKey()};
+  const bool collective = isInitialized() && size() > 1;
+  if (collective) {
+    // Every rank calls this at the same step boundary. A rank that died or stopped calling
+    // makes this throw (collective timeout or abort), never hang.
+    world().allreduce(vote, vote, 2, DType::kInt64, ReduceOp::kMax);
   }
-  if (cause != 0) {
-    int expected = 0;
-    if (runtime::agreedCause.compare_exchange_strong(expected, cause)) {
-      STRATA_LOG(kWarn, kInit, "stopping at this step boundary: ", stop_reason());
+  const int cause = static_cast<int>(vote[0]);
+  if (cause == 0) return false;
+  if (cause == static_cast<int>(runtime::StopCause::kRule) && vote[1] != runtime::kNoRuleKey) {
+    if (collective) {
+      runtime::shareRuleVerdict(vote[1]);
+    } else {
+      std::lock_guard<std::mutex> lock(runtime::agreedMutex);
+      runtime::agreed = {rules::StopSignal::global().rule(), rules::StopSignal::global().reason(),
+                         rules::StopSignal::global().step(), isInitialized() ? rank() : 0};
     }
   }
-  return cause != 0;
+  int expected = 0;
+  if (runtime::agreedCause.compare_exchange_strong(expected, cause)) {
+    const runtime::AgreedRule a = runtime::agreedRule();
+    if (!a.rule.empty() && (!isInitialized() || rank() == 0))
+      STRATA_LOG(kWarn, kRules, "StopTraining: ", a.rule, " found an issue at step ", a.step, " (rank ", a.rank,
+                 "): ", a.reason);
+    STRATA_LOG(kWarn, kInit, "stopping at this step boundary: ", stop_reason());
+  }
+  return true;
 }
 
 std::string stop_reason() {
@@ -190,6 +281,10 @@ std::string stop_reason() {
       return std::string("signal ") + (name ? name : std::to_string(signo));
     }
     case StopCause::kRule: {
+      const runtime::AgreedRule a = runtime::agreedRule();
+      if (!a.rule.empty())
+        return "rule " + a.rule + ": " + a.reason + " (step " + std::to_string(a.step) + ", rank " +
+               std::to_string(a.rank) + ")";
       auto& s = rules::StopSignal::global();
       if (s.requested()) return "rule " + s.rule() + ": " + s.reason();
       std::lock_guard<std::mutex> lock(runtime::textMutex);

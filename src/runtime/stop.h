@@ -58,4 +58,28 @@ inline bool stopFileIsCurrent(int64_t mtimeMs, int64_t watchSinceMs) {
 // content (a file made with `touch`) still asks to stop, for the reason "stop file".
 std::string stopFileRequestText(const std::string& content, const std::string& path);
 
+// A rule's stop request travels with should_stop()'s allreduce as one int64 key per rank:
+// the largest key is the earliest (step, rank), so every rank learns which rule request
+// came first and from where; kNoRuleKey when the rank has none with a step. Pure.
+inline constexpr int64_t kNoRuleKey = INT64_MIN;
+inline constexpr int64_t kRuleKeyRankSpan = int64_t{1} << 20;  // ranks below 2^20
+int64_t encodeRuleKey(int64_t step, int rank);
+// False for kNoRuleKey.
+bool decodeRuleKey(int64_t key, int64_t* step, int* rank);
+
+// The rule verdict every rank agreed on at the stop (from the rank whose request won).
+struct AgreedRule {
+  std::string rule;    // empty: none (not a rule, or a rule request without a step)
+  std::string reason;
+  int64_t step = -1;   // the global step whose data showed the issue
+  int rank = -1;       // the rank whose in-process engine found it
+};
+AgreedRule agreedRule();
+
+// The training code reached a step boundary: the debugger data saved so far belongs to
+// complete steps, which the in-process rule engine may evaluate now (debugger::StepTap).
+// should_stop() calls it first; training code that never calls should_stop() gets the same
+// at the next step's begin. Cheap (a mutex and a queue push); never blocks.
+void stepDataComplete();
+
 }  // namespace strata::runtime

@@ -72,6 +72,24 @@ TEST_F(StopMpi, RuleSignalOnRankZeroStopsEveryRank) {
   EXPECT_EQ(stop_reason(), rank() == 0 ? "rule LossNotDecreasing: loss 0.3 -> 0.4" : "a rule on another rank");
 }
 
+// The in-process engine of the rank holding the data (the last pipeline stage holds the
+// loss) finds the issue: every rank stops at the same step and learns which rule, at which
+// step, on which rank; with two ranks' findings, the earlier step wins.
+TEST_F(StopMpi, RuleVerdictWithItsStepReachesEveryRank) {
+  const int last = size() - 1;
+  const int64_t stopped = runLoop([&](int64_t step) {
+    if (rank() == last && step == 9) rules::StopSignal::global().request("LossNotDecreasing", "loss 0.3 -> 0.4", 8);
+    if (rank() == 0 && last > 0 && step == 9) rules::StopSignal::global().request("ExplodingTensor", "nan", 9);
+  });
+  EXPECT_EQ(stopped, 9);
+  const runtime::AgreedRule a = runtime::agreedRule();
+  EXPECT_EQ(a.rule, "LossNotDecreasing");
+  EXPECT_EQ(a.step, 8);
+  EXPECT_EQ(a.rank, last);
+  EXPECT_EQ(a.reason, "loss 0.3 -> 0.4");
+  EXPECT_EQ(stop_reason(), "rule LossNotDecreasing: loss 0.3 -> 0.4 (step 8, rank " + std::to_string(last) + ")");
+}
+
 void onTerm(int signo) { runtime::requestStopFromSignal(signo); }
 
 TEST_F(StopMpi, SignalOnOneRankStopsEveryRank) {

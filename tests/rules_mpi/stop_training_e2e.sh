@@ -10,10 +10,15 @@
 #      training rule and is not stopped;
 #   5. a data loader slowed on purpose (30 ms per batch) makes the Dataloader rule fire;
 #   6. a 2-stage pipeline with nearly all layers on stage 0 (manual partition) makes
-#      LoadBalancing fire (compute per step and waiting share across the ranks). StepOutlier
+#      LoadBalancing fire (compute per step and waiting share across the ranks) and name rank 0's
+#      stage as the slow one, as `strata breakdown` does. StepOutlier
 #      runs on the same data and, by its definition, cannot fire from the imbalance: it compares
 #      each rank's steps with that rank's own mean + 3 std, and a partition slows every step of
-#      both ranks alike (the pipeline keeps their step times equal); the check asserts that.
+#      both ranks alike (the pipeline keeps their step times equal); the check asserts that;
+#   7. a short diverging job (400 steps, lr 1e3) with the demo's rules is stopped (with the
+#      old 5 s file poll it ran to its end);
+#   8. a 2-stage pipeline stopped by the last stage's in-process verdict (the loss is there);
+#   9. in-process verdicts equal `strata rules` on the files, data parallel and pipeline.
 # Each run must exit 0 with every rank reporting the same step.
 set -euo pipefail
 MPIEXEC="$1"; EXAMPLE="$2"; STRATA="$3"; SOURCE_DIR="$4"
@@ -67,7 +72,10 @@ run flat "$cfg" --lr 1e-9 --epochs 1
 step=$(stopped_same_step flat)
 grep -q '^rank 0 stopped at step [0-9]*: rule LossNotDecreasing: loss did not decrease' "$WORK/flat.log" \
   || fail "flat: rank 0's stop reason does not name LossNotDecreasing"
-grep -q '^rank 1 stopped at step [0-9]*: a rule on another rank' "$WORK/flat.log" || fail "flat: rank 1's stop reason"
+grep -q '^rank 1 stopped at step [0-9]*: rule LossNotDecreasing: loss did not decrease.*(step [0-9]*, rank 0)' "$WORK/flat.log" \
+  || fail "flat: rank 1's stop reason does not name the rule, its step and rank 0"
+grep -q 'StopTraining: LossNotDecreasing found an issue at step [0-9]* (rank 0)' "$WORK/flat.log" \
+  || fail "flat: rank 0 did not log which rule found an issue at which step"
 [ "$(status_of "$WORK/flat" LossNotDecreasing)" = IssuesFound ] || fail "flat: LossNotDecreasing.json is not IssuesFound"
 echo "flat: both ranks stopped at step $step"
 
@@ -106,6 +114,15 @@ for rule in LossNotDecreasing ExplodingTensor VanishingGradient Dataloader; do
   [ "$(status_of "$WORK/healthy" "$rule")" = NoIssuesFound ] || fail "healthy: $rule is $(status_of "$WORK/healthy" "$rule")"
 done
 echo "healthy: no training rule fired"
+# The same losses judged with smdebug's single-loss comparison (the rule's defaults): minibatch
+# noise fires on this healthy run, which is why the examples smooth.
+cat > "$WORK/unsmoothed.json" <<'JSON'
+{"rules": [{"name": "LossNotDecreasing"}]}
+JSON
+"$STRATA" rules "$WORK/healthy" --rules "$WORK/unsmoothed.json" > "$WORK/unsmoothed.log" || { cat "$WORK/unsmoothed.log"; fail "unsmoothed: strata rules failed"; }
+[ "$(status_of "$WORK/healthy" LossNotDecreasing)" = IssuesFound ] \
+  || fail "healthy, unsmoothed: LossNotDecreasing is $(status_of "$WORK/healthy" LossNotDecreasing): expected minibatch noise to fire"
+echo "healthy: unsmoothed LossNotDecreasing fires on noise ($(grep -c '^  LossNotDecreasing' "$WORK/unsmoothed.log") finding(s))"
 
 # 5. A slow data loader.
 cat > "$WORK/slow.json" <<JSON
@@ -129,8 +146,12 @@ JSON
 run unbalanced "$WORK/unbalanced.json" --max-steps 150
 [ "$(status_of "$WORK/unbalanced" LoadBalancing)" = IssuesFound ] \
   || fail "unbalanced: LoadBalancing is $(status_of "$WORK/unbalanced" LoadBalancing)"
-grep -q 'rule LoadBalancing: IssuesFound .*compute per step ranges from .* (rank 1) to .* (rank 0)' "$WORK/unbalanced.log" \
-  || fail "unbalanced: no LoadBalancing finding naming rank 0 as the busiest"
+grep -q 'rule LoadBalancing: IssuesFound .*rank 0, stages* [0-9,]* is the slow stage.*compute per step ranges from .* (rank 1, stages* [0-9,]*) to .* (rank 0, stages* [0-9,]*)' "$WORK/unbalanced.log" \
+  || fail "unbalanced: no LoadBalancing finding naming rank 0's stage as the slow one"
+"$STRATA" breakdown "$WORK/unbalanced" > "$WORK/unbalanced_breakdown.txt" || fail "unbalanced: strata breakdown failed"
+cat "$WORK/unbalanced_breakdown.txt"
+grep -q '^slow stage: stages* [0-9, ]* (rank 0) computes' "$WORK/unbalanced_breakdown.txt" \
+  || fail "unbalanced: strata breakdown does not name rank 0's stage as the slow one"
 /usr/bin/env python3 - "$WORK/unbalanced/rule-output" <<'PY' || fail "unbalanced: rule details"
 import json, sys
 out = sys.argv[1]
@@ -155,4 +176,59 @@ for node, s in series.items():
           f"(fires above {so['RuleParameters'].split('n_outliers:')[1].split()[0]}): {so['Status']}")
 PY
 echo "unbalanced: LoadBalancing fired"
+
+# 7. A short diverging job (400 steps, lr 1e3) with the demo's rules is stopped.
+sed -e "s#\"output_dir\": *\"[^\"]*\"#\"output_dir\": \"$WORK/diverging\"#" "$SOURCE_DIR/examples/fashion_mnist/job.json" > "$WORK/diverging.json"
+run diverging "$WORK/diverging.json" --lr 1e3 --max-steps 400
+step=$(stopped_same_step diverging)
+echo "diverging: both ranks stopped at step $step of 400"
+
+# 8. A pipeline: the loss lives on the last stage (rank 1), whose in-process engine finds the
+#    flat loss; both ranks stop at the same step, and rank 0 says where the verdict came from.
+cat > "$WORK/pipe.json" <<JSON
+{"output_dir": "$WORK/pipe",
+ "modelparallel": {"enabled": true, "partitions": 2, "microbatches": 4, "pipeline": "interleaved"},
+ "debugger": {"include_workers": "all", "collections": [{"name": "losses", "save_interval": 1}]},
+ "profiler": {"disable_profiler": true},
+ "rules": [{"name": "LossNotDecreasing", "parameters": {"num_steps": 5}, "actions": ["StopTraining"]}]}
+JSON
+run pipe "$WORK/pipe.json" --lr 1e-9 --epochs 1
+step=$(stopped_same_step pipe)
+grep -q 'StopTraining: LossNotDecreasing found an issue at step [0-9]* (rank 1)' "$WORK/pipe.log" \
+  || fail "pipe: rank 0 did not log the last stage's (rank 1) verdict"
+echo "pipe: both ranks stopped at step $step on the last stage's verdict"
+
+# 9. In-process verdicts equal `strata rules` on the files: data parallel and pipeline runs
+#    whose rules fire without stopping (LossNotDecreasing on a flat loss, VanishingGradient).
+verdicts() {  # NAME MODELPARALLEL_JSON
+  cat > "$WORK/$1.json" <<JSON
+{"output_dir": "$WORK/$1", $2
+ "debugger": {"include_workers": "all", "collections": [{"name": "losses", "save_interval": 2},
+   {"name": "gradients", "save_interval": 5, "reductions": ["abs_mean"]}]},
+ "profiler": {"disable_profiler": true},
+ "rules": [{"name": "LossNotDecreasing", "parameters": {"num_steps": 4}},
+           {"name": "VanishingGradient", "parameters": {"threshold": 1e-3}}, {"name": "ExplodingTensor"}]}
+JSON
+  run "$1" "$WORK/$1.json" --lr 1e-9 --max-steps 120
+  "$STRATA" rules "$WORK/$1" > "$WORK/$1_offline.txt" || { cat "$WORK/$1_offline.txt"; fail "$1: strata rules failed"; }
+  /usr/bin/env python3 - "$WORK/$1" <<'PY' || fail "$1: in-process and offline verdicts differ"
+import glob, json, sys
+run = sys.argv[1]
+def verdicts(lines):
+    out = {}
+    for line in lines:
+        f = json.loads(line)
+        if "step" in f:
+            out.setdefault((f["rule"], f["step"]), set()).update(f["subjects"])
+    return out
+online = verdicts(l for p in glob.glob(run + "/rule-output/online/*.jsonl") for l in open(p))
+offline = verdicts(open(run + "/rule-output/findings.jsonl"))
+assert online == offline, (sorted(set(online) ^ set(offline))[:10], len(online), len(offline))
+rules = {r for r, _ in online}
+assert {"LossNotDecreasing", "VanishingGradient"} <= rules, rules
+print(f"{run}: {len(online)} in-process verdicts equal the offline ones ({sorted(rules)})")
+PY
+}
+verdicts verdicts_dp ''
+verdicts verdicts_pipe '"modelparallel": {"enabled": true, "partitions": 2, "microbatches": 4, "pipeline": "interleaved"},'
 echo PASS

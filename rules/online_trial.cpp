@@ -1,0 +1,144 @@
+#include "rules/online_trial.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace strata::rules {
+
+void OnlineTrial::setCollections(
+    const std::vector<std::pair<std::string, std::vector<std::string>>>& collections) {
+  collections_.clear();
+  membership_.clear();
+  for (const auto& [name, regexes] : collections) {
+    std::vector<std::regex> compiled;
+    for (const std::string& r : regexes) {
+      try {
+        compiled.emplace_back(r, std::regex::ECMAScript);
+      } catch (const std::regex_error&) {
+        // The trial reader skips what C++ cannot compile too (with a warning there).
+      }
+    }
+    collections_.emplace_back(name, std::move(compiled));
+  }
+}
+
+void OnlineTrial::addStep(const StepInfo& info) {
+  steps_[info.step] = info;
+  modes_ |= 1u << static_cast<int>(info.mode);
+  if (!std::isnan(info.wallTimeSec) && (!lastUpdate_ || info.wallTimeSec > *lastUpdate_)) lastUpdate_ = info.wallTimeSec;
+}
+
+void OnlineTrial::touch(const std::string& name, int64_t step) {
+  if (names_.insert(name).second) membership_.erase(name);
+  std::deque<int64_t>& steps = stepsOf_[name];
+  if (steps.empty() || steps.back() != step) {
+    if (!steps.empty() && steps.back() > step) {
+      // Out of order (not expected from the feed): keep the deque sorted.
+      auto it = std::lower_bound(steps.begin(), steps.end(), step);
+      if (it != steps.end() && *it == step) return;
+      steps.insert(it, step);
+    } else {
+      steps.push_back(step);
+    }
+    ++dataPerStep_[step];
+  }
+  touched_.insert(name);
+}
+
+void OnlineTrial::addValue(int64_t step, const std::string& name, TensorValue value) {
+  if (value.shape.empty() && value.data.size() != 1) value.shape = {static_cast<int64_t>(value.data.size())};
+  values_[{name, step}] = std::move(value);
+  touch(name, step);
+}
+
+void OnlineTrial::addReduction(int64_t step, const std::string& name, const std::string& op, bool abs,
+                               double value) {
+  reductions_[{name, step, op, abs}] = value;
+  touch(name, step);
+}
+
+void OnlineTrial::dropData(const std::string& name, int64_t step) {
+  values_.erase({name, step});
+  auto it = reductions_.lower_bound({name, step, std::string(), false});
+  while (it != reductions_.end() && std::get<0>(it->first) == name && std::get<1>(it->first) == step)
+    it = reductions_.erase(it);
+  auto d = dataPerStep_.find(step);
+  if (d != dataPerStep_.end() && --d->second <= 0) {
+    dataPerStep_.erase(d);
+    steps_.erase(step);  // no retained data left at it: nothing a rule can read there
+  }
+}
+
+void OnlineTrial::evict() {
+  for (const std::string& name : touched_) {
+    std::deque<int64_t>& steps = stepsOf_[name];
+    while (steps.size() > retain_) {
+      dropData(name, steps.front());
+      steps.pop_front();
+    }
+  }
+  touched_.clear();
+}
+
+std::vector<std::string> OnlineTrial::collections() const {
+  std::vector<std::string> out;
+  for (const auto& c : collections_) out.push_back(c.first);
+  return out;
+}
+
+std::vector<std::string> OnlineTrial::tensorNames(const std::string& collection) const {
+  if (collection.empty()) return {names_.begin(), names_.end()};
+  size_t index = collections_.size();
+  for (size_t i = 0; i < collections_.size(); ++i)
+    if (collections_[i].first == collection) index = i;
+  // As the trial reader: asking for a collection the run does not have is an error.
+  if (index == collections_.size()) throw std::out_of_range("trial has no collection \"" + collection + "\"");
+  std::vector<std::string> out;
+  for (const std::string& name : names_) {
+    auto it = membership_.find(name);
+    if (it == membership_.end()) {
+      std::vector<bool> member(collections_.size(), false);
+      for (size_t i = 0; i < collections_.size(); ++i)
+        for (const std::regex& r : collections_[i].second)
+          if (std::regex_search(name, r)) member[i] = true;
+      it = membership_.emplace(name, std::move(member)).first;
+    }
+    if (it->second[index]) out.push_back(name);
+  }
+  return out;
+}
+
+std::vector<StepInfo> OnlineTrial::steps() const {
+  std::vector<StepInfo> out;
+  out.reserve(steps_.size());
+  for (const auto& kv : steps_) out.push_back(kv.second);
+  return out;
+}
+
+std::vector<StepInfo> OnlineTrial::stepsAfter(int64_t step) const {
+  std::vector<StepInfo> out;
+  for (auto it = steps_.upper_bound(step); it != steps_.end(); ++it) out.push_back(it->second);
+  return out;
+}
+
+bool OnlineTrial::hasTensor(const std::string& name, int64_t step) const {
+  if (values_.count({name, step})) return true;
+  auto it = reductions_.lower_bound({name, step, std::string(), false});
+  return it != reductions_.end() && std::get<0>(it->first) == name && std::get<1>(it->first) == step;
+}
+
+std::optional<TensorValue> OnlineTrial::value(const std::string& name, int64_t step) const {
+  auto it = values_.find({name, step});
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<double> OnlineTrial::reduction(const std::string& name, int64_t step, const std::string& op,
+                                             bool abs) const {
+  auto it = reductions_.find({name, step, op, abs});
+  if (it == reductions_.end()) return std::nullopt;
+  return it->second;
+}
+
+}  // namespace strata::rules

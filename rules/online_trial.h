@@ -1,0 +1,75 @@
+// The trial an in-process (online) rule engine sees: the complete steps the debugger hook of
+// this rank handed over (rules/step_feed.h), with the same names, values and reductions the
+// files get, so rules give the verdicts they give offline on the files.
+//
+// Memory is bounded: each tensor keeps its values at its newest `retainSteps` saved steps
+// (what the rules look back over: UnchangedTensor's num_steps, WeightUpdateRatio's previous
+// step; see retainedStepsFor in online_engine.h); older values and steps without retained
+// data are dropped. Names, collections and the modes seen are kept for the whole run.
+// Collection membership is by the collections' include regexes, as the trial reader does.
+//
+// Threading: not thread-safe; the engine's thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "strata/rules.h"
+
+namespace strata::rules {
+
+class OnlineTrial final : public Trial {
+ public:
+  explicit OnlineTrial(size_t retainSteps = 4) : retain_(retainSteps < 1 ? 1 : retainSteps) {}
+
+  // Collection -> include regexes (searched unanchored). Bad regexes are skipped.
+  void setCollections(const std::vector<std::pair<std::string, std::vector<std::string>>>& collections);
+  // Adds a complete step with its data. Values replace earlier ones of the same (name, step).
+  void addStep(const StepInfo& info);
+  void addValue(int64_t step, const std::string& name, TensorValue value);
+  void addReduction(int64_t step, const std::string& name, const std::string& op, bool abs, double value);
+  // Applies the retention to the tensors touched since the last call.
+  void evict();
+  void setFinished(bool f = true) { finished_ = f; }
+  size_t retainedValues() const { return values_.size() + reductions_.size(); }
+
+  std::vector<std::string> collections() const override;
+  std::vector<std::string> tensorNames(const std::string& collection = "") const override;
+  std::vector<StepInfo> steps() const override;
+  bool hasTensor(const std::string& name, int64_t step) const override;
+  std::optional<TensorValue> value(const std::string& name, int64_t step) const override;
+  std::optional<double> reduction(const std::string& name, int64_t step, const std::string& op,
+                                  bool abs) const override;
+  std::optional<double> lastUpdateSec() const override { return lastUpdate_; }
+  bool finished() const override { return finished_; }
+  bool hasMode(Mode mode) const override { return (modes_ >> static_cast<int>(mode)) & 1u; }
+  std::vector<StepInfo> stepsAfter(int64_t step) const override;
+
+ private:
+  void touch(const std::string& name, int64_t step);
+  void dropData(const std::string& name, int64_t step);
+
+  size_t retain_;
+  std::map<int64_t, StepInfo> steps_;
+  std::map<int64_t, int> dataPerStep_;  // retained (name, step) entries per step
+  std::map<std::pair<std::string, int64_t>, TensorValue> values_;
+  std::map<std::tuple<std::string, int64_t, std::string, bool>, double> reductions_;
+  std::map<std::string, std::deque<int64_t>> stepsOf_;  // per tensor: its retained steps, oldest first
+  std::set<std::string> touched_;
+  std::set<std::string> names_;
+  std::vector<std::pair<std::string, std::vector<std::regex>>> collections_;
+  mutable std::unordered_map<std::string, std::vector<bool>> membership_;  // name -> per collection
+  unsigned modes_ = 0;
+  std::optional<double> lastUpdate_;
+  bool finished_ = false;
+};
+
+}  // namespace strata::rules
