@@ -13,7 +13,8 @@ using detail::Validator;
 
 const std::vector<std::string> kTopLevelKeys = {"modelparallel", "dataparallel", "output_dir",
                                                 "debugger",      "profiler",     "rules",
-                                                "checkpoint",    "collectives",  "logging"};
+                                                "checkpoint",    "collectives",  "logging",
+                                                "flight_recorder"};
 
 // Model parallelism and data parallelism meet in modelparallel.ddp (SageMaker's name for
 // data parallel across pipeline replicas). The file may say either, so they must agree;
@@ -64,6 +65,8 @@ JobConfig parseJobConfig(const std::string& jsonText, const std::string& sourceN
     config.collectives = detail::parseCollectives(v, r.at("collectives"), r.pathOf("collectives"));
   if (r.has("logging"))
     config.logging = detail::parseLogging(v, r.at("logging"), r.pathOf("logging"));
+  if (r.has("flight_recorder"))
+    config.flightRecorder = detail::parseFlightRecorder(v, r.at("flight_recorder"), r.pathOf("flight_recorder"));
 
   reconcileParallelism(v, doc, config);
   if (config.checkpoint.dir.empty()) config.checkpoint.dir = config.outputDir + "/ckpt";
@@ -139,6 +142,8 @@ nlohmann::json toJson(const JobConfig& config) {
   if (!lc.subsys.empty()) out["logging"]["subsys"] = lc.subsys;
   if (!lc.ranks.empty()) out["logging"]["ranks"] = lc.ranks;
   if (lc.file) out["logging"]["file"] = *lc.file;
+  out["flight_recorder"] = {{"entries", config.flightRecorder.entries},
+                            {"dump_on_finalize", config.flightRecorder.dumpOnFinalize}};
   return out;
 }
 

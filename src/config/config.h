@@ -128,6 +128,15 @@ struct LoggingConfig {
   std::optional<std::string> file;   // pattern with %h %p %r
 };
 
+// The flight recorder (docs/flight_recorder.md): every rank's last `entries` collective and
+// point-to-point operations, dumped to <output_dir>/flight/ on a failure, on SIGUSR1 and,
+// when asked, at finalize. STRATA_FLIGHT_ENTRIES / STRATA_FLIGHT_DUMP_ON_FINALIZE override.
+struct FlightRecorderConfig {
+  int64_t entries = 2000;  // 0: off
+  bool dumpOnFinalize = false;
+};
+inline constexpr int64_t kMaxFlightRecorderEntries = int64_t{1} << 20;  // 80 MiB of records
+
 struct JobConfig {
   ModelParallelConfig modelParallel;
   DataParallelConfig dataParallel;
@@ -138,6 +147,7 @@ struct JobConfig {
   CheckpointConfig checkpoint;
   CollectivesConfig collectives;
   LoggingConfig logging;
+  FlightRecorderConfig flightRecorder;
   std::string source = "<defaults>";  // where it came from, for logs (not a key)
 };
 

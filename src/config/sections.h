@@ -24,6 +24,7 @@ CheckpointConfig parseCheckpoint(const Validator& v, const Json& section, const 
 CollectivesConfig parseCollectives(const Validator& v, const Json& section,
                                    const std::string& path);
 LoggingConfig parseLogging(const Validator& v, const Json& section, const std::string& path);
+FlightRecorderConfig parseFlightRecorder(const Validator& v, const Json& section, const std::string& path);
 
 // Section serialisers for toJson, in the file's key names.
 Json debuggerToJson(const DebuggerConfig& debugger);
