@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "checkpoint/atomic_file.h"
+#include "core/atomic_file.h"
 #include "core/env.h"
 #include "core/logging.h"
 
@@ -58,9 +58,10 @@ std::string writeDump(FlightState& s, const std::string& trigger, const std::str
   header.trigger = trigger;
   header.message = message;
   const std::string text = flight::dumpText(flight::dumpToJson(s.recorder->snapshot(), header));
-  checkpoint::makeDirectories(s.settings.dir);
   const std::string path = s.settings.dir + "/" + flight::dumpFileName(s.identity.rank);
-  checkpoint::writeFileAtomically(path, text);
+  // Atomic only: the page cache outlives this process (a launcher may kill it next); an
+  // fsync would hold the error back from the peers' for tens of milliseconds.
+  writeFileAtomically(path, text, Durability::kAtomicOnly);
   STRATA_LOG(kWarn, kColl, "flight recorder: wrote ", path, " (", trigger, ")");
   return path;
 }

@@ -94,7 +94,7 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 const Case kCases[] = {
     {"Healthy", [] { return Dumps{{0, dump(0, 3, range(1, 5))}, {1, dump(1, 3, range(1, 5))}, {2, dump(2, 3, range(1, 5))}}; },
-     true},
+     true, FindingKind::kMismatch, "", 0, {}, ""},
     {"HangOneRankSkipped",  // ranks 0 and 2 timed out in seq 6; rank 1 never called it
      [] {
        return Dumps{{0, dump(0, 3, range(1, 5) + std::vector{coll(6, "failed")})},
@@ -131,7 +131,7 @@ const Case kCases[] = {
      [] {
        return Dumps{{0, dump(0, 2, range(96, 100), 5, 100)}, {1, dump(1, 2, range(91, 100), 10, 100)}};
      },
-     true},
+     true, FindingKind::kMismatch, "", 0, {}, ""},
     {"RingWrappedAndARankFarBehind",  // the others' records of seq 6 are gone
      [] {
        return Dumps{{0, dump(0, 3, range(96, 99) + std::vector{coll(100, "failed")}, 5, 100)},
@@ -170,7 +170,7 @@ const Case kCases[] = {
      [] {
        return Dumps{{0, dump(0, 2, {p2p("send", 1, 1, 64, "completed")})}, {1, dump(1, 2, {})}};
      },
-     true},
+     true, FindingKind::kMismatch, "", 0, {}, ""},
     {"EarliestProblemIsTheVerdict",  // the pipeline group failed first, the world group after
      [] {
        std::vector<DumpEntry> late0 = range(1, 5) + std::vector{coll(6, "failed", 1024)};

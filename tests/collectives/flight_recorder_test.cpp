@@ -10,6 +10,7 @@
 #include "collectives/communicator.h"
 #include "collectives/flight_format.h"
 #include "collectives/flight_recorder.h"
+#include "strata/errors.h"
 #include "testing/rank_harness.h"
 
 namespace strata::collectives::flight {
@@ -97,7 +98,9 @@ TEST(FlightRecorder, ConcurrentWritersNeverShowATornRecord) {
         ASSERT_EQ(e.info.numBytes, k * 5);
         ASSERT_EQ(e.info.tag, k ^ 0x5a5a);
         ASSERT_EQ(e.info.peer, static_cast<int32_t>(k % 7));
-        if (e.state == State::kCompleted) ASSERT_GE(e.endTicks, e.startTicks);
+        if (e.state == State::kCompleted) {
+          ASSERT_GE(e.endTicks, e.startTicks);
+        }
         checked.fetch_add(1);
       }
     }
@@ -264,7 +267,7 @@ TEST(FlightCommunicator, MismatchIsReportedOnEveryRankBeforeTheThrow) {
     std::vector<float> x(64, 1.0f);
     try {
       c.allReduce(x.data(), x.data(), c.rank() == 0 ? 16 : 32, DType::kFloat32, ReduceOp::kSum);
-    } catch (const MismatchError&) {
+    } catch (const strata::MismatchError&) {
       threw.fetch_add(1);
     }
   });
