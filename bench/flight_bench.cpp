@@ -9,6 +9,7 @@
 // Prints "# flight recorder overhead 4KiB: <time on / time off>" and
 // "# flight recorder record+finish ns: <ns>". Usage: bench/run_flight.sh.
 #include <mpi.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -55,8 +56,8 @@ sb::Impl strataImpl(const char* name, bool recorder) {
 }
 
 // Nanoseconds per record() + finish() on a recorder of the default size, best of 5 runs.
-double recordCostNs() {
-  flight::Recorder rec(2000);
+double recordCostNs(flight::Clock clock) {
+  flight::Recorder rec(2000, clock);
   flight::OpInfo info;
   info.op = flight::Op::kAllReduce;
   info.dtype = strata::DType::kFloat32;
@@ -85,7 +86,8 @@ double medianUs(const std::string& jsonPath, const std::string& impl, size_t byt
 
 int runMain(sb::Options opts) {
   constexpr size_t k4KiB = 4096;
-  if (opts.jsonPath.empty()) opts.jsonPath = "/tmp/flight_bench." + std::to_string(getpid()) + ".json";
+  const bool ownJson = opts.jsonPath.empty();  // the ratio is read back from the harness's JSON
+  if (ownJson) opts.jsonPath = "/tmp/flight_bench." + std::to_string(getpid()) + ".json";
   gBuf = static_cast<float*>(sb::allocPrefaulted(opts.maxBytes));
   const int n = sb::mpiSize();
   sb::BenchSpec spec;
@@ -104,8 +106,13 @@ int runMain(sb::Options opts) {
   const int64_t wrong = sb::runBenchmark(opts, spec, impls);
   strata::world().communicator().TEST_enableFlightRecorder(true);
   if (sb::mpiRank() == 0) {
-    const double cost = recordCostNs();
-    std::printf("# flight recorder record+finish ns: %.1f\n", cost);
+    const double coarse = recordCostNs(flight::Clock::kCoarse);
+    const double precise = recordCostNs(flight::Clock::kPrecise);
+    const bool isPrecise = std::getenv("STRATA_FLIGHT_CLOCK") && std::string(std::getenv("STRATA_FLIGHT_CLOCK")) == "precise";
+    const double cost = isPrecise ? precise : coarse;
+    std::printf("# flight recorder clock of the runs above: %s\n", isPrecise ? "precise" : "coarse");
+    std::printf("# flight recorder record+finish ns (coarse clock): %.1f\n", coarse);
+    std::printf("# flight recorder record+finish ns (precise clock): %.1f\n", precise);
     if (opts.minBytes <= k4KiB && k4KiB <= opts.maxBytes) {
       const double off = medianUs(opts.jsonPath, "recorder-off", k4KiB);
       const double on = medianUs(opts.jsonPath, "recorder-on", k4KiB);
@@ -114,6 +121,7 @@ int runMain(sb::Options opts) {
       std::printf("# flight recorder overhead 4KiB: %.4f\n", on / off);
     }
     std::fflush(stdout);
+    if (ownJson) std::remove(opts.jsonPath.c_str());
   }
   std::free(gBuf);
   return wrong == 0 ? 0 : 2;

@@ -109,6 +109,7 @@ OrderedJson dumpToJson(const Snapshot& snap, const DumpHeader& header) {
   doc["trigger"] = header.trigger;
   doc["message"] = header.message;
   doc["clock"] = {{"source", snap.clock.source},
+                  {"resolution_ns", snap.clock.resolutionNs},
                   {"ticks_per_ns", snap.clock.ticksPerNs},
                   {"dump_unix_ns", snap.clock.nowUnixNs},
                   {"dump_steady_ns", snap.clock.nowSteadyNs}};

@@ -4,6 +4,8 @@
 #include <x86intrin.h>
 #endif
 
+#include <time.h>
+
 #include <chrono>
 #include <fstream>
 #include <string>
@@ -26,6 +28,12 @@ int64_t steadyNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+int64_t coarseNs() {
+  struct timespec ts {};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
 int64_t unixNs() {
@@ -105,11 +113,9 @@ struct Recorder::Slot {
   std::atomic<uint64_t> enqueueTicks{0}, startTicks{0}, endTicks{0};
 };
 
-Recorder::Recorder(size_t capacity)
-    : capacity_(capacity < 1 ? 1 : capacity),
-      mask_(ringSizeFor(capacity_) - 1),
-      slots_(new Slot[mask_ + 1]),
-      useTsc_(invariantTsc()) {
+Recorder::Recorder(size_t capacity, Clock clock)
+    : capacity_(capacity < 1 ? 1 : capacity), mask_(ringSizeFor(capacity_) - 1), slots_(new Slot[mask_ + 1]) {
+  if (clock == Clock::kPrecise) source_ = invariantTsc() ? Source::kTsc : Source::kSteady;
   anchorSteadyNs_ = steadyNs();
   anchorTicks_ = nowTicks();
 }
@@ -117,8 +123,9 @@ Recorder::Recorder(size_t capacity)
 Recorder::~Recorder() = default;
 
 uint64_t Recorder::nowTicks() const {
+  if (source_ == Source::kCoarse) return static_cast<uint64_t>(coarseNs());
 #if defined(__x86_64__)
-  if (useTsc_) return __rdtsc();
+  if (source_ == Source::kTsc) return __rdtsc();
 #endif
   return static_cast<uint64_t>(steadyNs());
 }
@@ -240,15 +247,21 @@ bool Recorder::readSlot(const Slot& s, Entry* out) const {
 
 ClockInfo Recorder::clockNow() const {
   ClockInfo c;
-  c.source = useTsc_ ? "tsc" : "steady_clock";
+  const bool tsc = source_ == Source::kTsc;
+  c.source = tsc ? "tsc" : source_ == Source::kCoarse ? "coarse" : "steady_clock";
+  if (source_ == Source::kCoarse) {
+    struct timespec res {};
+    clock_getres(CLOCK_MONOTONIC_COARSE, &res);
+    c.resolutionNs = int64_t{res.tv_sec} * 1000000000 + res.tv_nsec;
+  }
   int64_t elapsed = steadyNs() - anchorSteadyNs_;
   const int64_t minNs = std::chrono::nanoseconds(kMinCalibration).count();
-  if (useTsc_ && elapsed < minNs) std::this_thread::sleep_for(std::chrono::nanoseconds(minNs - elapsed));
+  if (tsc && elapsed < minNs) std::this_thread::sleep_for(std::chrono::nanoseconds(minNs - elapsed));
   c.nowSteadyNs = steadyNs();
   c.nowTicks = nowTicks();
   c.nowUnixNs = unixNs();
   elapsed = c.nowSteadyNs - anchorSteadyNs_;
-  if (useTsc_ && elapsed > 0) c.ticksPerNs = static_cast<double>(c.nowTicks - anchorTicks_) / static_cast<double>(elapsed);
+  if (tsc && elapsed > 0) c.ticksPerNs = static_cast<double>(c.nowTicks - anchorTicks_) / static_cast<double>(elapsed);
   return c;
 }
 

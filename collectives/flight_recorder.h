@@ -7,13 +7,13 @@
 //            root, state (enqueued -> started -> completed | failed) and three times.
 //   id       a record's position in this process's history (1, 2, ...); slot = id mod
 //            the ring's size. A record whose slot was reused is gone.
-//   ticks    the hot path's clock: the TSC where it is invariant (x86-64 with
-//            constant_tsc and nonstop_tsc), else steady_clock nanoseconds. snapshot()
-//            converts them to Unix nanoseconds.
+//   ticks    the hot path's clock (Clock below); snapshot() converts them to Unix
+//            nanoseconds.
 //
 // Cost: recording is on every collective's path (a 4 KiB shm allreduce takes ~0.5 us), so
 // record/start/finish take no lock, allocate nothing and format nothing: one atomic add
-// to claim a slot, plain stores into it, and a clock read at each state change.
+// to claim a slot, plain stores into it, and a clock read at each state change. The clock
+// read is most of the cost, hence the coarse clock by default.
 //
 // Threading: record/start/finish are thread-safe and lock-free (any number of writers).
 // A record is changed by one thread at a time (the one running its operation). Readers
@@ -35,6 +35,10 @@ namespace strata::collectives::flight {
 
 enum class Op : uint8_t { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kBarrier, kSend, kRecv };
 enum class State : uint8_t { kEnqueued, kStarted, kCompleted, kFailed };
+// kCoarse: CLOCK_MONOTONIC_COARSE, the kernel tick (1-4 ms resolution), a few ns a read.
+// kPrecise: the TSC where it is invariant (x86-64 with constant_tsc and nonstop_tsc), else
+// steady_clock: nanoseconds, but 3-5 times the cost of a coarse read (bench/RESULTS.md).
+enum class Clock : uint8_t { kCoarse, kPrecise };
 const char* opName(Op op);        // "allreduce", ..., "send", "recv"
 const char* stateName(State state);  // "enqueued", "started", "completed", "failed"
 
@@ -81,7 +85,8 @@ struct Ticket {
 
 // The clock of a snapshot: ticks -> Unix nanoseconds.
 struct ClockInfo {
-  std::string source;       // "tsc" | "steady_clock"
+  std::string source;       // "coarse" | "tsc" | "steady_clock"
+  int64_t resolutionNs = 1;
   double ticksPerNs = 1.0;
   uint64_t nowTicks = 0;    // when the snapshot was taken
   int64_t nowUnixNs = 0;
@@ -102,7 +107,7 @@ struct Snapshot {
 class Recorder {
  public:
   // Keeps the newest `capacity` (>= 1) records; allocates the whole ring now.
-  explicit Recorder(size_t capacity);
+  explicit Recorder(size_t capacity, Clock clock = Clock::kCoarse);
   ~Recorder();
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
@@ -142,7 +147,8 @@ class Recorder {
   const size_t capacity_;
   const uint64_t mask_;  // ring size (a power of two >= capacity) - 1
   std::unique_ptr<Slot[]> slots_;
-  bool useTsc_ = false;
+  enum class Source : uint8_t { kCoarse, kTsc, kSteady };
+  Source source_ = Source::kCoarse;
   uint64_t anchorTicks_ = 0;  // at construction, to calibrate the TSC
   int64_t anchorSteadyNs_ = 0;
   alignas(64) std::atomic<uint64_t> next_{0};  // ids handed out

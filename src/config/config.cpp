@@ -143,7 +143,8 @@ nlohmann::json toJson(const JobConfig& config) {
   if (!lc.ranks.empty()) out["logging"]["ranks"] = lc.ranks;
   if (lc.file) out["logging"]["file"] = *lc.file;
   out["flight_recorder"] = {{"entries", config.flightRecorder.entries},
-                            {"dump_on_finalize", config.flightRecorder.dumpOnFinalize}};
+                            {"dump_on_finalize", config.flightRecorder.dumpOnFinalize},
+                            {"clock", config.flightRecorder.clock}};
   return out;
 }
 

@@ -134,6 +134,7 @@ struct LoggingConfig {
 struct FlightRecorderConfig {
   int64_t entries = 2000;  // 0: off
   bool dumpOnFinalize = false;
+  std::string clock = "coarse";  // "coarse" (kernel tick, cheap) | "precise" (ns); STRATA_FLIGHT_CLOCK
 };
 inline constexpr int64_t kMaxFlightRecorderEntries = int64_t{1} << 20;  // 80 MiB of records
 

@@ -131,13 +131,15 @@ FlightSettings flightSettings(const config::JobConfig& config) {
   FlightSettings s;
   s.entries = env::getInt("STRATA_FLIGHT_ENTRIES", config.flightRecorder.entries, 0, config::kMaxFlightRecorderEntries);
   s.dumpOnFinalize = env::getInt("STRATA_FLIGHT_DUMP_ON_FINALIZE", config.flightRecorder.dumpOnFinalize ? 1 : 0, 0, 1) == 1;
+  const std::string clock = env::getString("STRATA_FLIGHT_CLOCK", config.flightRecorder.clock, {"coarse", "precise"});
+  s.clock = clock == "precise" ? flight::Clock::kPrecise : flight::Clock::kCoarse;
   s.dir = config.outputDir + "/flight";
   return s;
 }
 
 std::shared_ptr<flight::Recorder> createFlightRecorder(const FlightSettings& settings) {
   if (settings.entries == 0) return nullptr;
-  return std::make_shared<flight::Recorder>(static_cast<size_t>(settings.entries));
+  return std::make_shared<flight::Recorder>(static_cast<size_t>(settings.entries), settings.clock);
 }
 
 void startFlightDumps(std::shared_ptr<flight::Recorder> recorder, const FlightSettings& settings,

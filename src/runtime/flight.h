@@ -24,11 +24,12 @@ namespace strata::runtime {
 struct FlightSettings {
   int64_t entries = 2000;  // 0: no recorder
   bool dumpOnFinalize = false;
+  collectives::flight::Clock clock = collectives::flight::Clock::kCoarse;
   std::string dir;  // where rank-<r>.json goes
 };
 
-// The job config's flight_recorder section, with STRATA_FLIGHT_ENTRIES and
-// STRATA_FLIGHT_DUMP_ON_FINALIZE taking precedence. Throws ConfigError naming a bad variable.
+// The job config's flight_recorder section, with STRATA_FLIGHT_ENTRIES,
+// STRATA_FLIGHT_DUMP_ON_FINALIZE and STRATA_FLIGHT_CLOCK taking precedence. Throws ConfigError naming a bad variable.
 FlightSettings flightSettings(const config::JobConfig& config);
 
 // The process's recorder, or null when entries is 0. Before any group is created.

@@ -26,8 +26,10 @@ OpInfo allreduceInfo(uint64_t seq, uint64_t count = 16) {
   return info;
 }
 
-TEST(FlightRecorder, RecordsStateChangesAndTimes) {
-  Recorder rec(8);
+class FlightRecorderClocks : public ::testing::TestWithParam<Clock> {};
+
+TEST_P(FlightRecorderClocks, RecordsStateChangesAndTimes) {
+  Recorder rec(8, GetParam());
   const auto before = std::chrono::system_clock::now().time_since_epoch();
   const Ticket queued = rec.record(allreduceInfo(0), State::kEnqueued);
   const Ticket now = rec.record(allreduceInfo(1), State::kStarted);
@@ -49,12 +51,33 @@ TEST(FlightRecorder, RecordsStateChangesAndTimes) {
   EXPECT_LE(a.enqueueTicks, b.startTicks);
   EXPECT_LE(b.startTicks, a.startTicks);
   EXPECT_LE(a.startTicks, a.endTicks);
+  // Conversion slack: the clock's resolution (a coarse clock lags by up to a tick) + 5 ms.
+  const int64_t slack = snap.clock.resolutionNs + 5000000;
   const int64_t startNs = std::chrono::duration_cast<std::chrono::nanoseconds>(before).count();
   for (const Entry& e : snap.entries) {
-    EXPECT_GE(snap.clock.unixNs(e.enqueueTicks), startNs - 5000000);  // 5 ms of conversion slack
-    EXPECT_LE(snap.clock.unixNs(e.endTicks), snap.clock.nowUnixNs + 5000000);
+    EXPECT_GE(snap.clock.unixNs(e.enqueueTicks), startNs - slack);
+    EXPECT_LE(snap.clock.unixNs(e.endTicks), snap.clock.nowUnixNs + slack);
   }
 }
+
+// Times convert to Unix time at the clock's scale: records 30 ms apart are 30 ms apart.
+TEST_P(FlightRecorderClocks, ConvertsTicksAtTheRightRate) {
+  Recorder rec(4, GetParam());
+  const Ticket a = rec.record(allreduceInfo(1), State::kStarted);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  rec.finish(a, true);
+  const Snapshot snap = rec.snapshot();
+  ASSERT_EQ(snap.entries.size(), 1u);
+  const double ms = static_cast<double>(snap.clock.unixNs(snap.entries[0].endTicks) -
+                                        snap.clock.unixNs(snap.entries[0].startTicks)) / 1e6;
+  EXPECT_GE(ms, 30.0 - 2.0 * static_cast<double>(snap.clock.resolutionNs) / 1e6) << snap.clock.source;
+  EXPECT_EQ(snap.clock.source == "coarse", GetParam() == Clock::kCoarse);
+}
+
+INSTANTIATE_TEST_SUITE_P(Both, FlightRecorderClocks, ::testing::Values(Clock::kCoarse, Clock::kPrecise),
+                         [](const ::testing::TestParamInfo<Clock>& info) {
+                           return std::string(info.param == Clock::kCoarse ? "Coarse" : "Precise");
+                         });
 
 TEST(FlightRecorder, KeepsTheNewestCapacityRecords) {
   Recorder rec(5);  // a ring of 8 slots, 5 kept

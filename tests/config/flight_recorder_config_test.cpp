@@ -39,11 +39,14 @@ TEST(FlightRecorderConfig, DefaultsAndValues) {
   const JobConfig d = defaultJobConfig();
   EXPECT_EQ(d.flightRecorder.entries, 2000);
   EXPECT_FALSE(d.flightRecorder.dumpOnFinalize);
-  const JobConfig c = parseJobConfig(R"({"flight_recorder": {"entries": 0, "dump_on_finalize": true}})", "j");
+  EXPECT_EQ(d.flightRecorder.clock, "coarse");
+  const JobConfig c = parseJobConfig(
+      R"({"flight_recorder": {"entries": 0, "dump_on_finalize": true, "clock": "precise"}})", "j");
   EXPECT_EQ(c.flightRecorder.entries, 0);
   EXPECT_TRUE(c.flightRecorder.dumpOnFinalize);
+  EXPECT_EQ(c.flightRecorder.clock, "precise");
   const nlohmann::json j = toJson(c);
-  EXPECT_EQ(j["flight_recorder"], (nlohmann::json{{"entries", 0}, {"dump_on_finalize", true}}));
+  EXPECT_EQ(j["flight_recorder"], (nlohmann::json{{"entries", 0}, {"dump_on_finalize", true}, {"clock", "precise"}}));
   EXPECT_EQ(toJson(parseJobConfig(j.dump(), "again")), j);
 }
 
@@ -53,6 +56,7 @@ TEST(FlightRecorderConfig, BadValuesNameTheField) {
   EXPECT_NE(errorOf(R"({"flight_recorder": {"entries": "many"}})").find("\"many\""), std::string::npos);
   EXPECT_NE(errorOf(R"({"flight_recorder": {"dump_on_finalise": true}})").find("did you mean \"dump_on_finalize\"?"),
             std::string::npos);
+  EXPECT_NE(errorOf(R"({"flight_recorder": {"clock": "tsc"}})").find("\"coarse\""), std::string::npos);
 }
 
 TEST(FlightRecorderConfig, EnvironmentWinsAndIsChecked) {
@@ -60,9 +64,11 @@ TEST(FlightRecorderConfig, EnvironmentWinsAndIsChecked) {
   {
     ScopedEnv entries("STRATA_FLIGHT_ENTRIES", "64");
     ScopedEnv finalize("STRATA_FLIGHT_DUMP_ON_FINALIZE", "1");
+    ScopedEnv clock("STRATA_FLIGHT_CLOCK", "precise");
     const runtime::FlightSettings s = runtime::flightSettings(c);
     EXPECT_EQ(s.entries, 64);
     EXPECT_TRUE(s.dumpOnFinalize);
+    EXPECT_EQ(s.clock, collectives::flight::Clock::kPrecise);
     EXPECT_EQ(s.dir, "out/flight");
   }
   EXPECT_EQ(runtime::flightSettings(c).entries, 10);
