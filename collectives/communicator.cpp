@@ -54,6 +54,7 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<bootstrap::St
   for (const auto& p : peers) hostIndex.push_back(p.hostIndex);
   std::unique_ptr<Communicator> c(new Communicator(buildTopology(rank, hostIndex), opts));
   c->store_ = store;
+  if (opts.flight) c->joinFlightRecorder();
   const GroupTopology& t = c->topo_;
   STRATA_CHECK_WITH(ConfigError, opts.transport == "auto" || opts.transport == "shm" || opts.transport == "tcp",
                     "transport \"", opts.transport, "\" is not one of \"auto\", \"shm\", \"tcp\"");
@@ -139,14 +140,36 @@ CollSignature Communicator::nextSignature(CollKind kind, size_t count, DType dty
   return sig;
 }
 
+// Inline here: it is on every collective's path.
+flight::Ticket Communicator::flightBegin(const CollSignature& sig, flight::Ticket enqueued) {
+  if (flight_ == nullptr) return {};
+  if (enqueued.id != 0 && flight_->start(enqueued, sig.seq)) return enqueued;
+  flight::OpInfo info;
+  info.group = flightGroup_;
+  info.seq = sig.seq;
+  info.count = sig.count;
+  info.numBytes = sig.count * dtypeBytes(sig.dtype);
+  info.peer = sig.root;
+  info.op = static_cast<flight::Op>(sig.kind);
+  info.dtype = sig.dtype;
+  info.reduceOp = sig.op;
+  return flight_->record(info, flight::State::kStarted);
+}
+
 template <typename Fn>
-void Communicator::guarded(const CollSignature& sig, Fn&& fn) {
-  if (failed_.load()) STRATA_THROW(NetworkError, describe(sig), ": the group failed earlier: ", failure_);
+void Communicator::guarded(const CollSignature& sig, flight::Ticket enqueued, Fn&& fn) {
+  const flight::Ticket ticket = flightBegin(sig, enqueued);
+  if (failed_.load()) {
+    if (flight_) flight_->finish(ticket, false);
+    STRATA_THROW(NetworkError, describe(sig), ": the group failed earlier: ", failure_);
+  }
   try {
     fn();
   } catch (...) {
+    if (flight_) flight_->finish(ticket, false);
     failAndRethrow(sig, std::current_exception());
   }
+  if (flight_) flight_->finish(ticket, true);
 }
 
 namespace {
@@ -172,6 +195,21 @@ char kindOf(std::exception_ptr error) {
 ShmDomain::AbortKind abortKindOf(char kind) {
   return kind == 'M' ? ShmDomain::AbortKind::kMismatch
                      : kind == 'T' ? ShmDomain::AbortKind::kTimeout : ShmDomain::AbortKind::kNetwork;
+}
+
+// The flight recorder's name for a failure of kind 'M', 'T' or 'N' (see kindOf);
+// `ownError`, when this rank failed first, tells a dead peer from another error.
+std::string flightTrigger(char kind, const std::exception_ptr* ownError) {
+  if (kind == 'M') return "mismatch";
+  if (kind == 'T') return "timeout";
+  if (ownError == nullptr) return "network";
+  try {
+    std::rethrow_exception(*ownError);
+  } catch (const NetworkError&) {
+    return "network";
+  } catch (...) {
+    return "error";
+  }
 }
 
 std::string messageOf(std::exception_ptr error) {
@@ -215,13 +253,16 @@ void Communicator::failAndRethrow(const CollSignature& sig, std::exception_ptr e
                 : mine;
   failure_ = text;  // written once, before failed_ publishes it to other threads
   failed_ = true;
-  // 2. Peers on this host and peers over TCP fail at once instead of timing out.
   const char finalKind = secondary ? firstRecord[0] : kind;
+  // 2. The flight recorder's dump, before the peers are told: they may exit (and a
+  // launcher kill this rank) as soon as they know.
+  reportFlightFailure(flightTrigger(finalKind, secondary ? nullptr : &error), describe(sig), text);
+  // 3. Peers on this host and peers over TCP fail at once instead of timing out.
   if (shm_) shm_->abort(-1, text, abortKindOf(finalKind));
   closeConnections(text, finalKind == 'M'   ? transport::CloseReason::kMismatch
                          : finalKind == 'T' ? transport::CloseReason::kTimeout
                                             : transport::CloseReason::kNetwork);
-  // 3. A secondary failure reports the first one, with its error type.
+  // 4. A secondary failure reports the first one, with its error type.
   if (!secondary) std::rethrow_exception(error);
   switch (firstRecord[0]) {
     case 'M': STRATA_THROW(MismatchError, text);
@@ -237,10 +278,11 @@ void Communicator::abort(const std::string& reason) {
   closeConnections(c10::str("rank ", topo_.rank, " aborted the group: ", reason), transport::CloseReason::kNetwork);
 }
 
-void Communicator::allReduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op) {
+void Communicator::allReduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
+                             flight::Ticket enqueued) {
   const CollSignature sig = nextSignature(CollKind::kAllReduce, count, dtype, op, -1);
   const size_t numBytes = count * dtypeBytes(dtype);
-  guarded(sig, [&] {
+  guarded(sig, enqueued, [&] {
     if (topo_.worldSize == 1) {
       if (in != out) std::memmove(out, in, numBytes);
       return;
@@ -276,11 +318,11 @@ void Communicator::allReduce(const void* in, void* out, size_t count, DType dtyp
   });
 }
 
-void Communicator::broadcast(void* data, size_t count, DType dtype, int root) {
+void Communicator::broadcast(void* data, size_t count, DType dtype, int root, flight::Ticket enqueued) {
   STRATA_CHECK(root >= 0 && root < topo_.worldSize, "broadcast root ", root, " is not a rank of a group of ",
                topo_.worldSize);
   const CollSignature sig = nextSignature(CollKind::kBroadcast, count, dtype, ReduceOp::kSum, root);
-  guarded(sig, [&] {
+  guarded(sig, enqueued, [&] {
     if (topo_.worldSize == 1) return;
     if (useShmOnly()) return shmBroadcast(*shm_, sig, data, count, dtype, root);
     LinkSet l = allLinks();
@@ -288,9 +330,10 @@ void Communicator::broadcast(void* data, size_t count, DType dtype, int root) {
   });
 }
 
-void Communicator::allGather(const void* in, void* out, size_t countPerRank, DType dtype) {
+void Communicator::allGather(const void* in, void* out, size_t countPerRank, DType dtype,
+                             flight::Ticket enqueued) {
   const CollSignature sig = nextSignature(CollKind::kAllGather, countPerRank, dtype, ReduceOp::kSum, -1);
-  guarded(sig, [&] {
+  guarded(sig, enqueued, [&] {
     if (topo_.worldSize == 1) {
       std::memmove(out, in, countPerRank * dtypeBytes(dtype));
       return;
@@ -301,9 +344,10 @@ void Communicator::allGather(const void* in, void* out, size_t countPerRank, DTy
   });
 }
 
-void Communicator::reduceScatter(const void* in, void* out, size_t countPerRank, DType dtype, ReduceOp op) {
+void Communicator::reduceScatter(const void* in, void* out, size_t countPerRank, DType dtype, ReduceOp op,
+                                 flight::Ticket enqueued) {
   const CollSignature sig = nextSignature(CollKind::kReduceScatter, countPerRank, dtype, op, -1);
-  guarded(sig, [&] {
+  guarded(sig, enqueued, [&] {
     const int n = topo_.worldSize;
     if (n == 1) {
       std::memmove(out, in, countPerRank * dtypeBytes(dtype));
@@ -317,7 +361,7 @@ void Communicator::reduceScatter(const void* in, void* out, size_t countPerRank,
 
 void Communicator::barrier() {
   const CollSignature sig = nextSignature(CollKind::kBarrier, 0, DType::kUInt8, ReduceOp::kSum, -1);
-  guarded(sig, [&] {
+  guarded(sig, flight::Ticket{}, [&] {
     if (topo_.worldSize == 1) return;
     if (useShmOnly()) return shmBarrier(*shm_, sig);
     LinkSet l = allLinks();
@@ -331,7 +375,9 @@ std::unique_ptr<transport::PendingOp> Communicator::postSend(const void* data, s
                " (group of ", topo_.worldSize, ", self ", topo_.rank, ")");
   STRATA_CHECK(!conns_.empty(), "point-to-point needs TCP connections, which this group was built without");
   if (failed_.load()) STRATA_THROW(NetworkError, "send to rank ", peer, ": the group failed earlier: ", failure_);
-  return conns_[peer]->postSend(data, numBytes, tag);
+  const flight::Ticket ticket = flightP2p(flight::Op::kSend, numBytes, peer, tag);
+  auto op = conns_[peer]->postSend(data, numBytes, tag);
+  return ticket.id != 0 ? wrapP2p(std::move(op), ticket, flight::Op::kSend, numBytes, peer, tag) : std::move(op);
 }
 
 std::unique_ptr<transport::PendingOp> Communicator::postRecv(void* data, size_t numBytes, int peer,
@@ -340,7 +386,9 @@ std::unique_ptr<transport::PendingOp> Communicator::postRecv(void* data, size_t 
                " (group of ", topo_.worldSize, ", self ", topo_.rank, ")");
   STRATA_CHECK(!conns_.empty(), "point-to-point needs TCP connections, which this group was built without");
   if (failed_.load()) STRATA_THROW(NetworkError, "recv from rank ", peer, ": the group failed earlier: ", failure_);
-  return conns_[peer]->postRecv(data, numBytes, tag);
+  const flight::Ticket ticket = flightP2p(flight::Op::kRecv, numBytes, peer, tag);
+  auto op = conns_[peer]->postRecv(data, numBytes, tag);
+  return ticket.id != 0 ? wrapP2p(std::move(op), ticket, flight::Op::kRecv, numBytes, peer, tag) : std::move(op);
 }
 
 }  // namespace strata::collectives

@@ -15,6 +15,7 @@
 
 #include "bootstrap/store.h"
 #include "collectives/cost_model.h"
+#include "collectives/flight_recorder.h"
 #include "collectives/signature.h"
 #include "collectives/tcp_algorithms.h"
 #include "strata/types.h"
@@ -23,6 +24,7 @@
 namespace strata::collectives {
 
 class ShmDomain;
+struct FlightP2pShared;  // communicator_flight.cpp
 
 struct CommOptions {
   std::chrono::milliseconds timeout{300000};
@@ -36,6 +38,11 @@ struct CommOptions {
   std::string advertiseHost;           // address peers use to reach this rank's TCP listener
   std::string bindHost;                // address the TCP listener binds; empty: all interfaces
   bool connectTcp = true;              // false: shared memory only (single host)
+  // The flight recorder (null: nothing is recorded) and how the group appears in it: a
+  // name equal on every member and the members' world ranks (empty: 0..size-1).
+  std::shared_ptr<flight::Recorder> flight;
+  std::string groupName = "world";
+  std::vector<int> worldRanks;
 };
 
 // Pure: the host layout of a group, from each member's hostIndex.
@@ -72,13 +79,21 @@ class Communicator {
   // Whether a collective failed (the group is unusable).
   bool failed() const { return failed_.load(); }
 
-  void allReduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op);
-  void broadcast(void* data, size_t count, DType dtype, int root);
-  void allGather(const void* in, void* out, size_t countPerRank, DType dtype);
-  void reduceScatter(const void* in, void* out, size_t countPerRank, DType dtype, ReduceOp op);
+  // `enqueued`: the flight record made when the call was queued (flightEnqueued), which
+  // the call takes over when it runs; none for a call made at once.
+  void allReduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
+                 flight::Ticket enqueued = {});
+  void broadcast(void* data, size_t count, DType dtype, int root, flight::Ticket enqueued = {});
+  void allGather(const void* in, void* out, size_t countPerRank, DType dtype, flight::Ticket enqueued = {});
+  void reduceScatter(const void* in, void* out, size_t countPerRank, DType dtype, ReduceOp op,
+                     flight::Ticket enqueued = {});
   void barrier();
 
-  // Tagged point-to-point over the TCP connection to `peer` (ordered per peer pair).
+  // Records a collective queued to run later (sequence number not yet known). Thread-safe.
+  flight::Ticket flightEnqueued(CollKind kind, size_t count, DType dtype, ReduceOp op, int root);
+
+  // Tagged point-to-point over the TCP connection to `peer` (ordered per peer pair). Each
+  // is a flight record, completed or failed when the returned op's wait() ends.
   std::unique_ptr<transport::PendingOp> postSend(const void* data, size_t numBytes, int peer, uint64_t tag);
   std::unique_ptr<transport::PendingOp> postRecv(void* data, size_t numBytes, int peer, uint64_t tag);
 
@@ -93,12 +108,22 @@ class Communicator {
   // Tests and benchmarks: force an AllReduce algorithm ("auto" restores the cost model).
   // Every rank must set the same value between the same collectives.
   void TEST_setAllReduceAlgo(const std::string& algo) { opts_.allreduceAlgo = algo; }
+  // Benchmarks: recording on (into options().flight) or off; between operations only.
+  void TEST_enableFlightRecorder(bool on) { flight_ = on ? opts_.flight.get() : nullptr; }
+  bool flightRecorderEnabled() const { return flight_ != nullptr; }
 
  private:
   Communicator(GroupTopology topo, const CommOptions& opts);
   CollSignature nextSignature(CollKind kind, size_t count, DType dtype, ReduceOp op, int root);
   template <typename Fn>
-  void guarded(const CollSignature& sig, Fn&& fn);
+  void guarded(const CollSignature& sig, flight::Ticket enqueued, Fn&& fn);
+  flight::Ticket flightBegin(const CollSignature& sig, flight::Ticket enqueued);
+  // Flight recording of point-to-point ops and failures (communicator_flight.cpp).
+  void joinFlightRecorder();
+  flight::Ticket flightP2p(flight::Op kind, size_t numBytes, int peer, uint64_t tag);
+  std::unique_ptr<transport::PendingOp> wrapP2p(std::unique_ptr<transport::PendingOp> op, flight::Ticket ticket,
+                                                flight::Op kind, size_t numBytes, int peer, uint64_t tag);
+  void reportFlightFailure(const std::string& trigger, const std::string& op, const std::string& message);
   // After a failure: tell the peers (store record, shm abort, closed connections) and
   // rethrow, as the first failing rank's error when another rank failed first.
   [[noreturn]] void failAndRethrow(const CollSignature& sig, std::exception_ptr error);
@@ -120,6 +145,9 @@ class Communicator {
   AllReduceAlgo lastAlgo_ = AllReduceAlgo::kTcpRing;
   bool warnedForcedAlgo_ = false;
   Scratch scratch_, packed_;
+  flight::Recorder* flight_ = nullptr;  // opts_.flight, unless a benchmark turned it off
+  uint32_t flightGroup_ = 0;
+  std::shared_ptr<FlightP2pShared> flightP2p_;  // shared with the recorded ops, which may outlive us
 };
 
 }  // namespace strata::collectives

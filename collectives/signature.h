@@ -10,6 +10,7 @@
 
 namespace strata::collectives {
 
+// The same order as the first values of flight::Op (the flight recorder casts one to the other).
 enum class CollKind : uint8_t { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kBarrier };
 const char* collKindName(CollKind kind);
 

@@ -14,7 +14,7 @@ using detail::Validator;
 const std::vector<std::string> kTopLevelKeys = {"modelparallel", "dataparallel", "output_dir",
                                                 "debugger",      "profiler",     "rules",
                                                 "checkpoint",    "collectives",  "logging",
-                                                "security"};
+                                                "security",      "flight_recorder"};
 
 // Model parallelism and data parallelism meet in modelparallel.ddp (SageMaker's name for
 // data parallel across pipeline replicas). The file may say either, so they must agree;
@@ -67,6 +67,8 @@ JobConfig parseJobConfig(const std::string& jsonText, const std::string& sourceN
     config.logging = detail::parseLogging(v, r.at("logging"), r.pathOf("logging"));
   if (r.has("security"))
     config.security = detail::parseSecurity(v, r.at("security"), r.pathOf("security"));
+  if (r.has("flight_recorder"))
+    config.flightRecorder = detail::parseFlightRecorder(v, r.at("flight_recorder"), r.pathOf("flight_recorder"));
 
   reconcileParallelism(v, doc, config);
   if (config.checkpoint.dir.empty()) config.checkpoint.dir = config.outputDir + "/ckpt";
@@ -144,6 +146,9 @@ nlohmann::json toJson(const JobConfig& config) {
   if (!lc.ranks.empty()) out["logging"]["ranks"] = lc.ranks;
   if (lc.file) out["logging"]["file"] = *lc.file;
   out["security"] = detail::securityToJson(config.security);
+  out["flight_recorder"] = {{"entries", config.flightRecorder.entries},
+                            {"dump_on_finalize", config.flightRecorder.dumpOnFinalize},
+                            {"clock", config.flightRecorder.clock}};
   return out;
 }
 

@@ -138,6 +138,16 @@ struct LoggingConfig {
   std::optional<std::string> file;   // pattern with %h %p %r
 };
 
+// The flight recorder (docs/flight_recorder.md): every rank's last `entries` collective and
+// point-to-point operations, dumped to <output_dir>/flight/ on a failure, on SIGUSR2 and,
+// when asked, at finalize. STRATA_FLIGHT_ENTRIES / STRATA_FLIGHT_DUMP_ON_FINALIZE override.
+struct FlightRecorderConfig {
+  int64_t entries = 2000;  // 0: off
+  bool dumpOnFinalize = false;
+  std::string clock = "coarse";  // "coarse" (kernel tick, cheap) | "precise" (ns); STRATA_FLIGHT_CLOCK
+};
+inline constexpr int64_t kMaxFlightRecorderEntries = int64_t{1} << 20;  // 80 MiB of records
+
 struct JobConfig {
   ModelParallelConfig modelParallel;
   DataParallelConfig dataParallel;
@@ -149,6 +159,7 @@ struct JobConfig {
   CollectivesConfig collectives;
   LoggingConfig logging;
   SecurityConfig security;
+  FlightRecorderConfig flightRecorder;
   std::string source = "<defaults>";  // where it came from, for logs (not a key)
 };
 

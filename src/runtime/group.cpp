@@ -151,21 +151,29 @@ void Group::barrier() {
   impl_->run([=] { impl_->comm->barrier(); });
 }
 
+// The asynchronous forms are flight-recorded as enqueued now; the call takes the record
+// over when the communication thread runs it.
+using collectives::CollKind;
+
 std::shared_ptr<Work> Group::allreduceAsync(const void* in, void* out, size_t count, DType dtype, ReduceOp op) {
-  return impl_->enqueue([=] { impl_->comm->allReduce(in, out, count, dtype, op); });
+  const auto queued = impl_->comm->flightEnqueued(CollKind::kAllReduce, count, dtype, op, -1);
+  return impl_->enqueue([=] { impl_->comm->allReduce(in, out, count, dtype, op, queued); });
 }
 
 std::shared_ptr<Work> Group::broadcastAsync(void* data, size_t count, DType dtype, int root) {
-  return impl_->enqueue([=] { impl_->comm->broadcast(data, count, dtype, root); });
+  const auto queued = impl_->comm->flightEnqueued(CollKind::kBroadcast, count, dtype, ReduceOp::kSum, root);
+  return impl_->enqueue([=] { impl_->comm->broadcast(data, count, dtype, root, queued); });
 }
 
 std::shared_ptr<Work> Group::allgatherAsync(const void* in, void* out, size_t countPerRank, DType dtype) {
-  return impl_->enqueue([=] { impl_->comm->allGather(in, out, countPerRank, dtype); });
+  const auto queued = impl_->comm->flightEnqueued(CollKind::kAllGather, countPerRank, dtype, ReduceOp::kSum, -1);
+  return impl_->enqueue([=] { impl_->comm->allGather(in, out, countPerRank, dtype, queued); });
 }
 
 std::shared_ptr<Work> Group::reduceScatterAsync(const void* in, void* out, size_t countPerRank, DType dtype,
                                                 ReduceOp op) {
-  return impl_->enqueue([=] { impl_->comm->reduceScatter(in, out, countPerRank, dtype, op); });
+  const auto queued = impl_->comm->flightEnqueued(CollKind::kReduceScatter, countPerRank, dtype, op, -1);
+  return impl_->enqueue([=] { impl_->comm->reduceScatter(in, out, countPerRank, dtype, op, queued); });
 }
 
 void Group::send(const void* data, size_t numBytes, int dst, uint64_t tag) {

@@ -24,6 +24,7 @@
 #include "rules/online.h"
 #include "runtime/exit_status.h"
 #include "runtime/job_secret.h"
+#include "runtime/flight.h"
 #include "runtime/launch.h"
 #include "runtime/online_rules.h"
 #include "runtime/runtime_internal.h"
@@ -54,6 +55,7 @@ struct RuntimeState {
   std::unique_ptr<profiler::Session> profiler;
   std::unique_ptr<rules::RuleRunner> rules;  // rank 0, when the config has rules
   std::unique_ptr<rules::OnlineEngine> inProcessRules;  // tensor rules on this rank's data
+  runtime::FlightSettings flight;  // the recorder itself is commOptions.flight
 };
 
 std::mutex stateMutex;
@@ -221,6 +223,17 @@ void applyEnvironmentOverrides(RuntimeState& s, const InitOptions& options) {
   o.encryptInterHost =
       env::getInt("STRATA_TLS", s.config.security.encryptInterNodeTraffic ? 1 : 0, 0, 1) == 1;
   s.secret = runtime::loadJobSecret(s.config.security.jobSecretFile);
+  s.flight = runtime::flightSettings(s.config);
+  o.flight = runtime::createFlightRecorder(s.flight);
+}
+
+void startFlightDumps(const RuntimeState& s) {
+  collectives::flight::DumpHeader identity;
+  identity.rank = s.launch.rank;
+  identity.worldSize = s.launch.size;
+  identity.host = s.host;
+  identity.pid = getpid();
+  runtime::startFlightDumps(s.commOptions.flight, s.flight, identity);
 }
 
 void buildWorld(RuntimeState& s) {
@@ -369,6 +382,7 @@ void initWith(config::JobConfig cfg, const InitOptions& options) {
   startRules(*s);
   // SIGTERM/SIGINT finish the step, checkpoint and exit (runtime/signals.h).
   runtime::installStopSignalHandlers();
+  startFlightDumps(*s);
   state = std::move(s);
 }
 
@@ -418,6 +432,8 @@ void finalize() {
       STRATA_LOG(kWarn, kInit, "finalize: ", e.what());
     }
   }
+  // While the groups still exist: the finalize dump (when asked), then SIGUSR2 is restored.
+  runtime::stopFlightDumps();
   std::lock_guard<std::mutex> lock(stateMutex);
   if (!state) return;
   stopProfiler(*state);
@@ -470,8 +486,12 @@ std::shared_ptr<Group> newGroup(const std::vector<int>& ranks) {
   }
   STRATA_CHECK(myIndex >= 0, "rank ", s.launch.rank, " called newGroup for ranks [", key, "] it is not part of");
   const int instance = s.groupsCreated[key]++;
-  auto store = bootstrap::makePrefixStore("group/" + key + "/" + std::to_string(instance), s.store);
-  return std::make_shared<Group>(collectives::Communicator::create(store, myIndex, peers, s.commOptions));
+  const std::string name = "group/" + key + "/" + std::to_string(instance);
+  auto store = bootstrap::makePrefixStore(name, s.store);
+  collectives::CommOptions options = s.commOptions;
+  options.groupName = name;  // equal on every member: the flight recorder matches by it
+  options.worldRanks = ranks;
+  return std::make_shared<Group>(collectives::Communicator::create(store, myIndex, peers, options));
 }
 
 }  // namespace strata

@@ -49,7 +49,9 @@ void runRanks(int worldSize, const HarnessOptions& opts,
     threads.emplace_back([&, r] {
       setThreadRankTag(r, worldSize);
       try {
-        auto comm = collectives::Communicator::create(store, r, peers, co);
+        collectives::CommOptions mine = co;
+        if (opts.adjust) opts.adjust(r, mine);
+        auto comm = collectives::Communicator::create(store, r, peers, mine);
         fn(*comm);
       } catch (...) {
         std::lock_guard<std::mutex> lock(errorMutex);

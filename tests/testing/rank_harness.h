@@ -20,6 +20,8 @@ struct HarnessOptions {
   std::chrono::milliseconds timeout{60000};
   size_t shmSlotBytes = 1 << 20;
   bool connectTcp = true;        // shm tests can skip the TCP mesh
+  // Changes one rank's options before its communicator is created (e.g. a flight recorder).
+  std::function<void(int rank, collectives::CommOptions&)> adjust;
 };
 
 // Each thread's rank tag is set to "[r<rank>/<worldSize>]".

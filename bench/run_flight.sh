@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Flight recorder overhead (issue 15): flight_bench on 2 ranks, recorder off and on side by
+# side (interleaved trials) at 4-64 KiB, RUNS times (default 3), outputs in
+# bench/results/flight/:
+#   np2_run{1..R}.txt/.json   each run's table and its "# flight recorder ..." lines
+#   machine.txt               nproc, CPU, kernel, git SHA, load before every run
+# Every run first waits for a quiet machine (quiet.sh, QUIET_WAIT_S). Extra arguments go to
+# every run (e.g. --repeats 41). Environment: BIN (default build/bench/flight_bench), RUNS, OUT.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BIN="${BIN:-$ROOT/build/bench/flight_bench}"
+OUT="${OUT:-$ROOT/bench/results/flight}"
+RUNS="${RUNS:-3}"
+[[ -x "$BIN" ]] || { echo "missing $BIN: cmake --build build -j2 --target flight_bench" >&2; exit 1; }
+mkdir -p "$OUT"
+# shellcheck source=quiet.sh
+source "$ROOT/bench/quiet.sh"
+{
+  echo "date: $(date -Is)"
+  echo "nproc: $(nproc)"
+  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+  echo "kernel: $(uname -r)"
+  echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)"
+  echo "git: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo uncommitted)"
+  echo "strata env: $(env | grep '^STRATA_' | tr '\n' ' ')"
+  echo "args: $*"
+} >"$OUT/machine.txt"
+for i in $(seq 1 "$RUNS"); do
+  wait_quiet "$OUT/machine.txt"
+  echo "== run $i"
+  mpirun --allow-run-as-root --oversubscribe -np 2 "$BIN" -b 4K -e 64K -f 4 --repeats 21 \
+    -J "$OUT/np2_run$i.json" "$@" 2>&1 | tee "$OUT/np2_run$i.txt"
+done
+grep -h "^# flight recorder" "$OUT"/np2_run*.txt

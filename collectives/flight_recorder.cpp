@@ -1,0 +1,286 @@
+#include "collectives/flight_recorder.h"
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+#include <time.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "core/logging.h"
+
+namespace strata::collectives::flight {
+namespace {
+
+// Failures kept for later dumps: the first ones explain a run; later ones are echoes.
+constexpr size_t kMaxFailures = 64;
+// The TSC rate is measured between the recorder's creation and a snapshot; a shorter
+// interval than this is stretched (by sleeping) so the rate is good to ~0.1%.
+constexpr std::chrono::milliseconds kMinCalibration{20};
+// A reader retries a slot caught mid-write this often, then leaves the record out.
+constexpr int kReadAttempts = 4;
+
+int64_t steadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t coarseNs() {
+  struct timespec ts {};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+int64_t unixNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The TSC counts at a constant rate on every core only with both flags.
+bool invariantTsc() {
+#if defined(__x86_64__)
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    line += ' ';
+    return line.find(" constant_tsc ") != std::string::npos && line.find(" nonstop_tsc ") != std::string::npos;
+  }
+#endif
+  return false;
+}
+
+size_t ringSizeFor(size_t capacity) {
+  size_t n = 1;
+  while (n < capacity) n <<= 1;
+  return n;
+}
+
+// group (32 bits) | op | dtype | reduceOp | state (8 bits each), state lowest.
+uint64_t pack(const OpInfo& info, State state) {
+  return uint64_t{info.group} << 32 | uint64_t{static_cast<uint8_t>(info.op)} << 24 |
+         uint64_t{static_cast<uint8_t>(info.dtype)} << 16 | uint64_t{static_cast<uint8_t>(info.reduceOp)} << 8 |
+         static_cast<uint8_t>(state);
+}
+
+constexpr uint64_t kStateMask = 0xff;
+
+}  // namespace
+
+const char* opName(Op op) {
+  switch (op) {
+    case Op::kAllReduce: return "allreduce";
+    case Op::kBroadcast: return "broadcast";
+    case Op::kAllGather: return "allgather";
+    case Op::kReduceScatter: return "reduce_scatter";
+    case Op::kBarrier: return "barrier";
+    case Op::kSend: return "send";
+    case Op::kRecv: return "recv";
+  }
+  return "?";
+}
+
+const char* stateName(State state) {
+  switch (state) {
+    case State::kEnqueued: return "enqueued";
+    case State::kStarted: return "started";
+    case State::kCompleted: return "completed";
+    case State::kFailed: return "failed";
+  }
+  return "?";
+}
+
+int64_t ClockInfo::unixNs(uint64_t ticks) const {
+  if (ticks == 0) return 0;
+  const double agoNs = static_cast<double>(static_cast<int64_t>(nowTicks - ticks)) / ticksPerNs;
+  return nowUnixNs - static_cast<int64_t>(agoNs);
+}
+
+// One record. `version` is a sequence lock: 2*id - 1 while the record is written,
+// 2*id once it is complete (0: never written). Every field is an atomic so that a reader
+// racing a writer is well defined; the version tells it whether what it read is whole.
+struct Recorder::Slot {
+  std::atomic<uint64_t> version{0};
+  std::atomic<uint64_t> packed{0};
+  std::atomic<int64_t> peer{-1};
+  std::atomic<uint64_t> seq{0}, count{0}, numBytes{0}, tag{0};
+  std::atomic<uint64_t> enqueueTicks{0}, startTicks{0}, endTicks{0};
+};
+
+Recorder::Recorder(size_t capacity, Clock clock)
+    : capacity_(capacity < 1 ? 1 : capacity), mask_(ringSizeFor(capacity_) - 1), slots_(new Slot[mask_ + 1]) {
+  if (clock == Clock::kPrecise) source_ = invariantTsc() ? Source::kTsc : Source::kSteady;
+  anchorSteadyNs_ = steadyNs();
+  anchorTicks_ = nowTicks();
+}
+
+Recorder::~Recorder() = default;
+
+uint64_t Recorder::nowTicks() const {
+  if (source_ == Source::kCoarse) return static_cast<uint64_t>(coarseNs());
+#if defined(__x86_64__)
+  if (source_ == Source::kTsc) return __rdtsc();
+#endif
+  return static_cast<uint64_t>(steadyNs());
+}
+
+Recorder::Slot& Recorder::slotOf(uint64_t id) const { return slots_[(id - 1) & mask_]; }
+
+uint32_t Recorder::registerGroup(std::string name, std::vector<int> worldRanks, int groupRank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  groups_.push_back(GroupInfo{std::move(name), std::move(worldRanks), groupRank});
+  return static_cast<uint32_t>(groups_.size() - 1);
+}
+
+Ticket Recorder::record(const OpInfo& info, State state) {
+  const uint64_t id = next_.fetch_add(1, std::memory_order_relaxed) + 1;
+  Slot& s = slotOf(id);
+  const uint64_t now = nowTicks();
+  s.version.store(2 * id - 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  s.packed.store(pack(info, state), std::memory_order_relaxed);
+  s.peer.store(info.peer, std::memory_order_relaxed);
+  s.seq.store(info.seq, std::memory_order_relaxed);
+  s.count.store(info.count, std::memory_order_relaxed);
+  s.numBytes.store(info.numBytes, std::memory_order_relaxed);
+  s.tag.store(info.tag, std::memory_order_relaxed);
+  s.enqueueTicks.store(now, std::memory_order_relaxed);
+  s.startTicks.store(state == State::kEnqueued ? 0 : now, std::memory_order_relaxed);
+  s.endTicks.store(0, std::memory_order_relaxed);
+  s.version.store(2 * id, std::memory_order_release);
+  return Ticket{id};
+}
+
+// A state change is made by the thread running the operation, so only a writer of a much
+// later record (after the ring went round) can race it; the version check makes that
+// writer's record win, except in the nanoseconds between the check and the first store,
+// where the later record may get this one's state or time. Readers never see a torn slot.
+bool Recorder::start(Ticket ticket, uint64_t seq) {
+  if (ticket.id == 0) return false;
+  Slot& s = slotOf(ticket.id);
+  if (s.version.load(std::memory_order_relaxed) != 2 * ticket.id) return false;
+  const uint64_t now = nowTicks();
+  s.version.store(2 * ticket.id - 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  s.seq.store(seq, std::memory_order_relaxed);
+  const uint64_t packed = s.packed.load(std::memory_order_relaxed);
+  s.packed.store((packed & ~kStateMask) | static_cast<uint8_t>(State::kStarted), std::memory_order_relaxed);
+  s.startTicks.store(now, std::memory_order_relaxed);
+  s.version.store(2 * ticket.id, std::memory_order_release);
+  return true;
+}
+
+void Recorder::finish(Ticket ticket, bool ok) {
+  if (ticket.id == 0) return;
+  Slot& s = slotOf(ticket.id);
+  if (s.version.load(std::memory_order_relaxed) != 2 * ticket.id) return;
+  const uint64_t now = nowTicks();
+  s.version.store(2 * ticket.id - 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  const uint64_t packed = s.packed.load(std::memory_order_relaxed);
+  const State state = ok ? State::kCompleted : State::kFailed;
+  s.packed.store((packed & ~kStateMask) | static_cast<uint8_t>(state), std::memory_order_relaxed);
+  s.endTicks.store(now, std::memory_order_relaxed);
+  s.version.store(2 * ticket.id, std::memory_order_release);
+}
+
+void Recorder::setFailureHandler(FailureHandler handler) {
+  std::lock_guard<std::mutex> lock(mu_);
+  handler_ = std::move(handler);
+}
+
+void Recorder::reportFailure(FailureEvent event) noexcept {
+  try {
+    FailureHandler handler;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (failures_.size() < kMaxFailures) failures_.push_back(event);
+      handler = handler_;
+    }
+    if (handler) handler(event);
+  } catch (const std::exception& e) {
+    // The failure being reported is the error that matters; this one only loses a dump.
+    STRATA_LOG(kWarn, kColl, "flight recorder: reporting a failure failed: ", e.what());
+  } catch (...) {
+    STRATA_LOG(kWarn, kColl, "flight recorder: reporting a failure failed");
+  }
+}
+
+bool Recorder::readSlot(const Slot& s, Entry* out) const {
+  for (int attempt = 0; attempt < kReadAttempts; ++attempt) {
+    const uint64_t v1 = s.version.load(std::memory_order_acquire);
+    if (v1 == 0) return false;
+    if (v1 & 1) {
+      std::this_thread::yield();
+      continue;
+    }
+    const uint64_t packed = s.packed.load(std::memory_order_relaxed);
+    Entry e;
+    e.id = v1 / 2;
+    e.info.group = static_cast<uint32_t>(packed >> 32);
+    e.info.op = static_cast<Op>((packed >> 24) & 0xff);
+    e.info.dtype = static_cast<DType>((packed >> 16) & 0xff);
+    e.info.reduceOp = static_cast<ReduceOp>((packed >> 8) & 0xff);
+    e.state = static_cast<State>(packed & kStateMask);
+    e.info.peer = static_cast<int32_t>(s.peer.load(std::memory_order_relaxed));
+    e.info.seq = s.seq.load(std::memory_order_relaxed);
+    e.info.count = s.count.load(std::memory_order_relaxed);
+    e.info.numBytes = s.numBytes.load(std::memory_order_relaxed);
+    e.info.tag = s.tag.load(std::memory_order_relaxed);
+    e.enqueueTicks = s.enqueueTicks.load(std::memory_order_relaxed);
+    e.startTicks = s.startTicks.load(std::memory_order_relaxed);
+    e.endTicks = s.endTicks.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (s.version.load(std::memory_order_relaxed) == v1) {
+      *out = e;
+      return true;
+    }
+  }
+  return false;
+}
+
+ClockInfo Recorder::clockNow() const {
+  ClockInfo c;
+  const bool tsc = source_ == Source::kTsc;
+  c.source = tsc ? "tsc" : source_ == Source::kCoarse ? "coarse" : "steady_clock";
+  if (source_ == Source::kCoarse) {
+    struct timespec res {};
+    clock_getres(CLOCK_MONOTONIC_COARSE, &res);
+    c.resolutionNs = int64_t{res.tv_sec} * 1000000000 + res.tv_nsec;
+  }
+  int64_t elapsed = steadyNs() - anchorSteadyNs_;
+  const int64_t minNs = std::chrono::nanoseconds(kMinCalibration).count();
+  if (tsc && elapsed < minNs) std::this_thread::sleep_for(std::chrono::nanoseconds(minNs - elapsed));
+  c.nowSteadyNs = steadyNs();
+  c.nowTicks = nowTicks();
+  c.nowUnixNs = unixNs();
+  elapsed = c.nowSteadyNs - anchorSteadyNs_;
+  if (tsc && elapsed > 0) c.ticksPerNs = static_cast<double>(c.nowTicks - anchorTicks_) / static_cast<double>(elapsed);
+  return c;
+}
+
+Snapshot Recorder::snapshot() const {
+  Snapshot snap;
+  snap.capacity = capacity_;
+  snap.clock = clockNow();
+  const uint64_t last = next_.load(std::memory_order_acquire);
+  snap.recorded = last;
+  const uint64_t first = last > capacity_ ? last - capacity_ + 1 : 1;
+  snap.entries.reserve(static_cast<size_t>(last - first + 1));
+  for (uint64_t id = first; id <= last; ++id) {
+    Entry e;
+    if (readSlot(slotOf(id), &e) && e.id == id) snap.entries.push_back(e);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  snap.groups = groups_;
+  snap.failures = failures_;
+  return snap;
+}
+
+}  // namespace strata::collectives::flight

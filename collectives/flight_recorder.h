@@ -1,0 +1,161 @@
+// The flight recorder: each rank's last N collective and point-to-point operations, kept
+// in a bounded ring so that a hang, a mismatch or a dead peer can be explained after the
+// fact (PyTorch's NCCL flight recorder is the model; docs/flight_recorder.md).
+//
+// Vocabulary:
+//   record   one operation: group, sequence number, op, dtype, count and bytes, peer or
+//            root, state (enqueued -> started -> completed | failed) and three times.
+//   id       a record's position in this process's history (1, 2, ...); slot = id mod
+//            the ring's size. A record whose slot was reused is gone.
+//   ticks    the hot path's clock (Clock below); snapshot() converts them to Unix
+//            nanoseconds.
+//
+// Cost: recording is on every collective's path (a 4 KiB shm allreduce takes ~0.5 us), so
+// record/start/finish take no lock, allocate nothing and format nothing: one atomic add
+// to claim a slot, plain stores into it, and a clock read at each state change. The clock
+// read is most of the cost, hence the coarse clock by default.
+//
+// Threading: record/start/finish are thread-safe and lock-free (any number of writers).
+// A record is changed by one thread at a time (the one running its operation). Readers
+// (snapshot) use a per-slot sequence lock and skip a slot being written; they never block
+// writers. registerGroup, reportFailure and snapshot take a mutex and may allocate.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "strata/types.h"
+
+namespace strata::collectives::flight {
+
+enum class Op : uint8_t { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kBarrier, kSend, kRecv };
+enum class State : uint8_t { kEnqueued, kStarted, kCompleted, kFailed };
+// kCoarse: CLOCK_MONOTONIC_COARSE, the kernel tick (1-4 ms resolution), a few ns a read.
+// kPrecise: the TSC where it is invariant (x86-64 with constant_tsc and nonstop_tsc), else
+// steady_clock: nanoseconds, but 3-5 times the cost of a coarse read (bench/RESULTS.md).
+enum class Clock : uint8_t { kCoarse, kPrecise };
+const char* opName(Op op);        // "allreduce", ..., "send", "recv"
+const char* stateName(State state);  // "enqueued", "started", "completed", "failed"
+
+// What the caller knows about an operation when it records it.
+struct OpInfo {
+  uint32_t group = 0;    // Recorder::registerGroup's index
+  uint64_t seq = 0;      // collectives: the group's sequence number (0 while enqueued);
+                         // p2p: 1, 2, ... per (group, peer, direction)
+  uint64_t count = 0;    // elements (per rank for allgather / reduce-scatter)
+  uint64_t numBytes = 0; // this rank's bytes: count * element size; p2p: the message
+  uint64_t tag = 0;      // p2p tag
+  int32_t peer = -1;     // p2p: the peer's group rank; broadcast: the root; else -1
+  Op op = Op::kBarrier;
+  DType dtype = DType::kUInt8;
+  ReduceOp reduceOp = ReduceOp::kSum;
+};
+
+// One record read back out of the ring (times in ticks, 0 = not reached).
+struct Entry {
+  uint64_t id = 0;
+  OpInfo info;
+  State state = State::kEnqueued;
+  uint64_t enqueueTicks = 0, startTicks = 0, endTicks = 0;
+};
+
+struct GroupInfo {
+  std::string name;             // equal on every member ("world", "group/0,1/0")
+  std::vector<int> worldRanks;  // member i's world rank
+  int groupRank = 0;            // this process's rank in the group
+};
+
+// A failure this process observed (a dump explains it); kept for every later dump.
+struct FailureEvent {
+  std::string trigger;  // "timeout" | "mismatch" | "network" | "error"
+  std::string group;    // group name ("" when not known)
+  std::string op;       // e.g. "allreduce seq=6 float32 sum count=1024"
+  std::string message;  // the error's text
+};
+
+// Identifies a record for later state changes; id 0: nothing was recorded.
+struct Ticket {
+  uint64_t id = 0;
+};
+
+// The clock of a snapshot: ticks -> Unix nanoseconds.
+struct ClockInfo {
+  std::string source;       // "coarse" | "tsc" | "steady_clock"
+  int64_t resolutionNs = 1;
+  double ticksPerNs = 1.0;
+  uint64_t nowTicks = 0;    // when the snapshot was taken
+  int64_t nowUnixNs = 0;
+  int64_t nowSteadyNs = 0;
+  // Unix nanoseconds of a tick value (0 stays 0: not reached).
+  int64_t unixNs(uint64_t ticks) const;
+};
+
+struct Snapshot {
+  size_t capacity = 0;        // records kept (the newest `capacity` ones)
+  uint64_t recorded = 0;      // records ever made; recorded > capacity: the ring wrapped
+  std::vector<Entry> entries;  // oldest first; a record being written at that instant is left out
+  std::vector<GroupInfo> groups;  // by index
+  std::vector<FailureEvent> failures;
+  ClockInfo clock;
+};
+
+class Recorder {
+ public:
+  // Keeps the newest `capacity` (>= 1) records; allocates the whole ring now.
+  explicit Recorder(size_t capacity, Clock clock = Clock::kCoarse);
+  ~Recorder();
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  size_t capacity() const { return capacity_; }
+
+  // Returns the group's index for OpInfo::group. Thread-safe; not on the hot path.
+  uint32_t registerGroup(std::string name, std::vector<int> worldRanks, int groupRank);
+
+  // Hot path (lock-free, no allocation). record() stamps the enqueue time, and the start
+  // time too when `state` is kStarted.
+  Ticket record(const OpInfo& info, State state);
+  // Enqueued -> started, with the sequence number assigned when it runs. False when the
+  // record is gone (its slot was reused): the caller records a new one.
+  bool start(Ticket ticket, uint64_t seq);
+  // -> completed (ok) or failed, with the end time. A gone record is left alone.
+  void finish(Ticket ticket, bool ok);
+
+  // Failures: remembered for every later snapshot, then handed to the handler (the
+  // runtime's dumper) on the calling thread, before the caller rethrows. Never throws.
+  using FailureHandler = std::function<void(const FailureEvent&)>;
+  void setFailureHandler(FailureHandler handler);
+  void reportFailure(FailureEvent event) noexcept;
+
+  // A consistent copy of the ring, the groups and the failures. Never blocks writers.
+  Snapshot snapshot() const;
+
+  // The hot path's clock (public for tests and benchmarks).
+  uint64_t nowTicks() const;
+
+ private:
+  struct Slot;
+  Slot& slotOf(uint64_t id) const;
+  bool readSlot(const Slot& slot, Entry* out) const;
+  ClockInfo clockNow() const;
+
+  const size_t capacity_;
+  const uint64_t mask_;  // ring size (a power of two >= capacity) - 1
+  std::unique_ptr<Slot[]> slots_;
+  enum class Source : uint8_t { kCoarse, kTsc, kSteady };
+  Source source_ = Source::kCoarse;
+  uint64_t anchorTicks_ = 0;  // at construction, to calibrate the TSC
+  int64_t anchorSteadyNs_ = 0;
+  alignas(64) std::atomic<uint64_t> next_{0};  // ids handed out
+  mutable std::mutex mu_;  // groups_, failures_, handler_
+  std::vector<GroupInfo> groups_;
+  std::vector<FailureEvent> failures_;
+  FailureHandler handler_;
+};
+
+}  // namespace strata::collectives::flight

@@ -1,0 +1,308 @@
+// The flight recorder's ring (states, wrapping, concurrent writers against a reader), its
+// dump format (round trip, errors), and what a Communicator records.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "collectives/flight_format.h"
+#include "collectives/flight_recorder.h"
+#include "strata/errors.h"
+#include "testing/rank_harness.h"
+
+namespace strata::collectives::flight {
+namespace {
+
+OpInfo allreduceInfo(uint64_t seq, uint64_t count = 16) {
+  OpInfo info;
+  info.seq = seq;
+  info.count = count;
+  info.numBytes = count * 4;
+  info.op = Op::kAllReduce;
+  info.dtype = DType::kFloat32;
+  return info;
+}
+
+class FlightRecorderClocks : public ::testing::TestWithParam<Clock> {};
+
+TEST_P(FlightRecorderClocks, RecordsStateChangesAndTimes) {
+  Recorder rec(8, GetParam());
+  const auto before = std::chrono::system_clock::now().time_since_epoch();
+  const Ticket queued = rec.record(allreduceInfo(0), State::kEnqueued);
+  const Ticket now = rec.record(allreduceInfo(1), State::kStarted);
+  ASSERT_TRUE(rec.start(queued, 2));
+  rec.finish(now, true);
+  rec.finish(queued, false);
+  const Snapshot snap = rec.snapshot();
+  ASSERT_EQ(snap.entries.size(), 2u);
+  EXPECT_EQ(snap.recorded, 2u);
+  const Entry& a = snap.entries[0];
+  const Entry& b = snap.entries[1];
+  EXPECT_EQ(a.id, 1u);
+  EXPECT_EQ(a.info.seq, 2u);
+  EXPECT_EQ(a.state, State::kFailed);
+  EXPECT_EQ(b.info.seq, 1u);
+  EXPECT_EQ(b.state, State::kCompleted);
+  EXPECT_EQ(b.info.numBytes, 64u);
+  // Enqueued before it started (it waited for b), and every time is between then and now.
+  EXPECT_LE(a.enqueueTicks, b.startTicks);
+  EXPECT_LE(b.startTicks, a.startTicks);
+  EXPECT_LE(a.startTicks, a.endTicks);
+  // Conversion slack: the clock's resolution (a coarse clock lags by up to a tick) + 5 ms.
+  const int64_t slack = snap.clock.resolutionNs + 5000000;
+  const int64_t startNs = std::chrono::duration_cast<std::chrono::nanoseconds>(before).count();
+  for (const Entry& e : snap.entries) {
+    EXPECT_GE(snap.clock.unixNs(e.enqueueTicks), startNs - slack);
+    EXPECT_LE(snap.clock.unixNs(e.endTicks), snap.clock.nowUnixNs + slack);
+  }
+}
+
+// Times convert to Unix time at the clock's scale: records 30 ms apart are 30 ms apart.
+TEST_P(FlightRecorderClocks, ConvertsTicksAtTheRightRate) {
+  Recorder rec(4, GetParam());
+  const Ticket a = rec.record(allreduceInfo(1), State::kStarted);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  rec.finish(a, true);
+  const Snapshot snap = rec.snapshot();
+  ASSERT_EQ(snap.entries.size(), 1u);
+  const double ms = static_cast<double>(snap.clock.unixNs(snap.entries[0].endTicks) -
+                                        snap.clock.unixNs(snap.entries[0].startTicks)) / 1e6;
+  EXPECT_GE(ms, 30.0 - 2.0 * static_cast<double>(snap.clock.resolutionNs) / 1e6) << snap.clock.source;
+  EXPECT_EQ(snap.clock.source == "coarse", GetParam() == Clock::kCoarse);
+}
+
+INSTANTIATE_TEST_SUITE_P(Both, FlightRecorderClocks, ::testing::Values(Clock::kCoarse, Clock::kPrecise),
+                         [](const ::testing::TestParamInfo<Clock>& info) {
+                           return std::string(info.param == Clock::kCoarse ? "Coarse" : "Precise");
+                         });
+
+TEST(FlightRecorder, KeepsTheNewestCapacityRecords) {
+  Recorder rec(5);  // a ring of 8 slots, 5 kept
+  for (uint64_t s = 1; s <= 13; ++s) rec.finish(rec.record(allreduceInfo(s), State::kStarted), true);
+  const Snapshot snap = rec.snapshot();
+  EXPECT_EQ(snap.recorded, 13u);
+  EXPECT_EQ(snap.capacity, 5u);
+  ASSERT_EQ(snap.entries.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(snap.entries[i].id, 9 + i);
+    EXPECT_EQ(snap.entries[i].info.seq, 9 + i);
+  }
+}
+
+TEST(FlightRecorder, AGoneRecordIgnoresLateStateChanges) {
+  Recorder rec(2);
+  const Ticket old = rec.record(allreduceInfo(0), State::kEnqueued);
+  rec.record(allreduceInfo(2), State::kStarted);
+  rec.record(allreduceInfo(3), State::kStarted);  // takes old's slot
+  EXPECT_FALSE(rec.start(old, 1));
+  rec.finish(old, false);
+  const Snapshot snap = rec.snapshot();
+  ASSERT_EQ(snap.entries.size(), 2u);
+  EXPECT_EQ(snap.entries[1].info.seq, 3u);
+  EXPECT_EQ(snap.entries[1].state, State::kStarted);
+}
+
+// Writers fill records whose fields all derive from one number; a reader snapshots all
+// the while. A torn record (fields of two writes) would break the relation.
+TEST(FlightRecorder, ConcurrentWritersNeverShowATornRecord) {
+  Recorder rec(64);
+  constexpr int kWriters = 4;
+  constexpr uint64_t kPerWriter = 20000;
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> checked{0};
+  std::thread reader([&] {
+    while (!done.load()) {
+      for (const Entry& e : rec.snapshot().entries) {
+        const uint64_t k = e.info.seq;
+        ASSERT_EQ(e.info.count, k * 3) << "torn record " << e.id;
+        ASSERT_EQ(e.info.numBytes, k * 5);
+        ASSERT_EQ(e.info.tag, k ^ 0x5a5a);
+        ASSERT_EQ(e.info.peer, static_cast<int32_t>(k % 7));
+        if (e.state == State::kCompleted) {
+          ASSERT_GE(e.endTicks, e.startTicks);
+        }
+        checked.fetch_add(1);
+      }
+    }
+  });
+  std::vector<std::thread> writers;
+  for (int w = 0; w < kWriters; ++w)
+    writers.emplace_back([&, w] {
+      for (uint64_t i = 0; i < kPerWriter; ++i) {
+        const uint64_t k = static_cast<uint64_t>(w) * kPerWriter + i + 1;
+        OpInfo info;
+        info.seq = k;
+        info.count = k * 3;
+        info.numBytes = k * 5;
+        info.tag = k ^ 0x5a5a;
+        info.peer = static_cast<int32_t>(k % 7);
+        info.op = Op::kSend;
+        rec.finish(rec.record(info, State::kStarted), true);
+      }
+    });
+  for (auto& t : writers) t.join();
+  done = true;
+  reader.join();
+  const Snapshot last = rec.snapshot();
+  EXPECT_EQ(last.recorded, kWriters * kPerWriter);
+  EXPECT_EQ(last.entries.size(), 64u);
+  EXPECT_GT(checked.load(), 0u);
+}
+
+TEST(FlightRecorder, FailuresReachTheHandlerAndEverySnapshot) {
+  Recorder rec(4);
+  std::vector<std::string> seen;
+  rec.setFailureHandler([&](const FailureEvent& e) {
+    seen.push_back(e.trigger + ":" + e.op);
+    throw std::runtime_error("the dump failed");  // must not escape reportFailure
+  });
+  EXPECT_NO_THROW(rec.reportFailure(FailureEvent{"timeout", "world", "allreduce seq=3", "late"}));
+  EXPECT_EQ(seen, std::vector<std::string>{"timeout:allreduce seq=3"});
+  const Snapshot snap = rec.snapshot();
+  ASSERT_EQ(snap.failures.size(), 1u);
+  EXPECT_EQ(snap.failures[0].message, "late");
+}
+
+TEST(FlightDumpFormat, RoundTripsWithWorldRanks) {
+  Recorder rec(16);
+  const uint32_t g = rec.registerGroup("group/1,3/0", {1, 3}, 0);
+  OpInfo bcast = allreduceInfo(1, 8);
+  bcast.group = g;
+  bcast.op = Op::kBroadcast;
+  bcast.peer = 1;  // group rank 1 = world rank 3
+  rec.finish(rec.record(bcast, State::kStarted), true);
+  OpInfo send;
+  send.group = g;
+  send.seq = 1;
+  send.numBytes = 100;
+  send.count = 100;
+  send.tag = 42;
+  send.peer = 1;
+  send.op = Op::kSend;
+  rec.record(send, State::kStarted);
+  DumpHeader h{1, 4, "hostA", 77, "signal", "SIGUSR2"};
+  const auto doc = dumpToJson(rec.snapshot(), h);
+  const RankDump d = parseDump(nlohmann::json::parse(dumpText(doc)), "test");
+  EXPECT_EQ(d.header.rank, 1);
+  EXPECT_EQ(d.header.worldSize, 4);
+  EXPECT_EQ(d.header.host, "hostA");
+  EXPECT_EQ(d.header.trigger, "signal");
+  EXPECT_FALSE(d.wrapped());
+  ASSERT_EQ(d.groups.size(), 1u);
+  EXPECT_EQ(d.groups[0].ranks, (std::vector<int>{1, 3}));
+  ASSERT_EQ(d.entries.size(), 2u);
+  EXPECT_EQ(d.entries[0].op, "broadcast");
+  EXPECT_EQ(d.entries[0].root, 3);
+  EXPECT_EQ(d.entries[0].dtype, "float32");
+  EXPECT_EQ(d.entries[0].state, "completed");
+  EXPECT_GT(d.entries[0].endNs, 0);
+  EXPECT_EQ(d.entries[1].op, "send");
+  EXPECT_EQ(d.entries[1].peer, 3);
+  EXPECT_EQ(d.entries[1].tag, 42u);
+  EXPECT_EQ(d.entries[1].endNs, 0);
+  EXPECT_TRUE(d.entries[1].isP2p());
+  // One line per entry: a dump stays readable with grep.
+  const std::string text = dumpText(doc);
+  EXPECT_NE(text.find("\n    {\"id\":2,\"group\":\"group/1,3/0\",\"seq\":1,\"op\":\"send\""), std::string::npos) << text;
+}
+
+TEST(FlightDumpFormat, BadDumpsNameTheField) {
+  const auto fails = [](const std::string& text, const std::string& expected) {
+    try {
+      parseDump(nlohmann::json::parse(text), "rank-0.json");
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  fails(R"({"format": "other"})", "rank-0.json: not a flight recorder dump");
+  fails(R"({"format": "strata.flight_recorder", "version": 9})", "dump version 9 is not supported");
+  fails(R"({"format": "strata.flight_recorder", "version": 1, "rank": 3, "world_size": 2})",
+        "rank 3 is not a rank of a world of 2");
+  fails(R"({"format": "strata.flight_recorder", "version": 1, "rank": 0, "world_size": 1,
+            "clock": {"dump_unix_ns": 1}, "capacity": 1, "recorded": 1, "groups": [],
+            "entries": [{"id": 1, "group": "world", "seq": "x"}]})",
+        "/entries/0/seq is not a non-negative integer");
+}
+
+// What a group of real communicators records: collectives with equal seqs on every rank,
+// a queued one taken over when it runs, sends and receives numbered per peer.
+TEST(FlightCommunicator, RecordsCollectivesAndPointToPoint) {
+  std::vector<std::shared_ptr<Recorder>> recorders = {std::make_shared<Recorder>(64), std::make_shared<Recorder>(64)};
+  strata::testing::HarnessOptions o;
+  o.kind = strata::testing::TransportKind::kShm;
+  o.adjust = [&](int rank, CommOptions& co) { co.flight = recorders[static_cast<size_t>(rank)]; };
+  strata::testing::runRanks(2, o, [](Communicator& c) {
+    std::vector<float> x(256, 1.0f);
+    c.allReduce(x.data(), x.data(), x.size(), DType::kFloat32, ReduceOp::kSum);
+    const Ticket queued = c.flightEnqueued(CollKind::kBroadcast, 4, DType::kFloat32, ReduceOp::kSum, 0);
+    c.broadcast(x.data(), 4, DType::kFloat32, 0, queued);
+    const int peer = 1 - c.rank();
+    auto send = c.postSend(x.data(), 64, peer, 5);
+    auto recv = c.postRecv(x.data() + 128, 64, peer, 5);
+    send->wait(std::chrono::seconds(30));
+    recv->wait(std::chrono::seconds(30));
+    c.barrier();
+  });
+  for (int r = 0; r < 2; ++r) {
+    const Snapshot snap = recorders[static_cast<size_t>(r)]->snapshot();
+    SCOPED_TRACE("rank " + std::to_string(r));
+    ASSERT_EQ(snap.groups.size(), 1u);
+    EXPECT_EQ(snap.groups[0].name, "world");
+    ASSERT_EQ(snap.entries.size(), 5u);
+    const Entry& ar = snap.entries[0];
+    EXPECT_EQ(ar.info.op, Op::kAllReduce);
+    EXPECT_EQ(ar.info.seq, 1u);
+    EXPECT_EQ(ar.info.numBytes, 1024u);
+    EXPECT_EQ(snap.entries[1].info.op, Op::kBroadcast);
+    EXPECT_EQ(snap.entries[1].info.seq, 2u);  // the queued record took its seq when it ran
+    EXPECT_LE(snap.entries[1].enqueueTicks, snap.entries[1].startTicks);
+    EXPECT_EQ(snap.entries[2].info.op, Op::kSend);
+    EXPECT_EQ(snap.entries[2].info.seq, 1u);
+    EXPECT_EQ(snap.entries[2].info.peer, 1 - r);
+    EXPECT_EQ(snap.entries[3].info.op, Op::kRecv);
+    EXPECT_EQ(snap.entries[3].info.tag, 5u);
+    EXPECT_EQ(snap.entries[4].info.op, Op::kBarrier);
+    EXPECT_EQ(snap.entries[4].info.seq, 3u);
+    for (const Entry& e : snap.entries) EXPECT_EQ(e.state, State::kCompleted) << opName(e.info.op);
+  }
+}
+
+// A mismatch is reported on every rank, before the error leaves the collective.
+TEST(FlightCommunicator, MismatchIsReportedOnEveryRankBeforeTheThrow) {
+  std::vector<std::shared_ptr<Recorder>> recorders = {std::make_shared<Recorder>(8), std::make_shared<Recorder>(8)};
+  std::atomic<int> reported{0};
+  for (auto& rec : recorders)
+    rec->setFailureHandler([&](const FailureEvent& e) {
+      EXPECT_EQ(e.trigger, "mismatch");
+      EXPECT_EQ(e.group, "world");
+      reported.fetch_add(1);
+    });
+  strata::testing::HarnessOptions o;
+  o.kind = strata::testing::TransportKind::kShm;
+  o.timeout = std::chrono::milliseconds(20000);
+  o.adjust = [&](int rank, CommOptions& co) { co.flight = recorders[static_cast<size_t>(rank)]; };
+  std::atomic<int> threw{0};
+  strata::testing::runRanks(2, o, [&](Communicator& c) {
+    std::vector<float> x(64, 1.0f);
+    try {
+      c.allReduce(x.data(), x.data(), c.rank() == 0 ? 16 : 32, DType::kFloat32, ReduceOp::kSum);
+    } catch (const strata::MismatchError&) {
+      threw.fetch_add(1);
+    }
+  });
+  EXPECT_EQ(threw.load(), 2);
+  EXPECT_EQ(reported.load(), 2);
+  for (auto& rec : recorders) {
+    const Snapshot snap = rec->snapshot();
+    ASSERT_EQ(snap.entries.size(), 1u);
+    EXPECT_EQ(snap.entries[0].state, State::kFailed);
+    ASSERT_EQ(snap.failures.size(), 1u);
+  }
+}
+
+}  // namespace
+}  // namespace strata::collectives::flight
