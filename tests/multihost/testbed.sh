@@ -87,14 +87,18 @@ cmd_up() {
   [[ $id =~ ^[A-Za-z0-9]+$ ]] || die "up: --id $id must be letters and digits"
   local d sw; d=$(state_of "$id"); sw=$(netns_of "$id" sw)
   [[ ! -e $d ]] || die "up: test bed $id exists already"
-  mkdir -p "$d"
+  # The owner file exists before the directory appears, so a concurrent gc never sees a
+  # test bed without its creator.
+  mkdir -p "$STATE_ROOT"
+  local tmp; tmp=$(mktemp -d "$STATE_ROOT/.new.XXXXXX")
+  echo "${TESTBED_OWNER:-$PPID}" >"$tmp/owner"
+  mv -T "$tmp" "$d"
   # From here on a failure removes what was made.
   trap 'cmd_down "$id" >/dev/null 2>&1 || true' ERR
   # A private mount point: the namespace files bound below must not propagate anywhere.
   mount --bind "$d" "$d"
   mount --make-private "$d"
   echo "$hosts" >"$d/hosts"
-  echo "${TESTBED_OWNER:-$PPID}" >"$d/owner"
   {
     echo "127.0.0.1 localhost"
     for ((h = 0; h < hosts; h++)); do echo "$(host_addr "$h") host$h"; done
