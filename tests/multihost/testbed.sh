@@ -23,12 +23,15 @@
 #   testbed.sh gc                                     remove test beds whose creator is gone
 #
 # launch starts PER_HOST ranks on every host with the torchrun variables (RANK, WORLD_SIZE,
-# LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR=host0, MASTER_PORT), each rank's
-# output in LOGS/rank<R>.log, waits at most TIMEOUT seconds (then SIGTERM, 2 s later SIGKILL),
-# and prints one line per rank, "rank=R host=H exit=C seconds=T" (exit=timeout when killed),
-# then "launch: ranks=N failed=F seconds=T". Exit status 0 when every rank exited 0.
+# LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR=host0, MASTER_PORT) and a job
+# secret, each rank's output in LOGS/rank<R>.log, waits at most TIMEOUT seconds (then
+# SIGTERM, 2 s later SIGKILL), and prints one line per rank, "rank=R host=H exit=C
+# seconds=T" (exit=timeout when killed), then "launch: ranks=N failed=F seconds=T logs=DIR".
+# Exit status 0 when every rank exited 0.
 #   --per-host L (2)  --timeout S (60)  --logs DIR (a new temporary directory)  --port P (29500)
 #   --env K=V (every rank)  --host-env H K=V (ranks of host H; after --env, so it wins)
+#   --no-secret (by default every rank gets STRATA_JOB_SECRET=<fresh per launch>, as a
+#   scheduler would give a job reachable over the network; --env STRATA_JOB_SECRET=... wins)
 set -eEuo pipefail
 shopt -s inherit_errexit
 
@@ -188,7 +191,7 @@ cmd_with() {
 
 cmd_launch() {
   local id=$1; shift
-  local per_host=2 timeout=60 logs="" port=29500 envs=() host_envs=()
+  local per_host=2 timeout=60 logs="" port=29500 envs=() host_envs=() no_secret=0
   while [[ $# -gt 0 && $1 != -- ]]; do
     case $1 in
       --per-host) per_host=$2; shift 2 ;;
@@ -197,6 +200,7 @@ cmd_launch() {
       --port) port=$2; shift 2 ;;
       --env) envs+=("$2"); shift 2 ;;
       --host-env) host_envs+=("$2" "$3"); shift 3 ;;
+      --no-secret) no_secret=1; shift ;;
       *) die "launch: unknown option $1" ;;
     esac
   done
@@ -206,12 +210,16 @@ cmd_launch() {
   [[ -n $logs ]] || logs=$(mktemp -d /tmp/strata-testbed-logs.XXXXXX)
   mkdir -p "$logs"
   local world=$((hosts * per_host)) h l r i
+  # A job reachable over the network needs a secret (docs/security.md), as a scheduler would
+  # give one: a fresh one per launch unless the caller passes its own or none.
+  local secret=("STRATA_JOB_SECRET=testbed-$id-$RANDOM$RANDOM$RANDOM")
+  ((no_secret == 0)) || secret=()
   local -a pids hostof started
   for ((h = 0; h < hosts; h++)); do
     for ((l = 0; l < per_host; l++)); do
       r=$((h * per_host + l))
       local rank_env=(RANK=$r WORLD_SIZE=$world LOCAL_RANK=$l LOCAL_WORLD_SIZE=$per_host GROUP_RANK=$h
-                      MASTER_ADDR=host0 MASTER_PORT=$port "${envs[@]}")
+                      MASTER_ADDR=host0 MASTER_PORT=$port "${secret[@]}" "${envs[@]}")
       for ((i = 0; i < ${#host_envs[@]}; i += 2)); do
         [[ ${host_envs[i]} != "$h" ]] || rank_env+=("${host_envs[i + 1]}")
       done
