@@ -26,17 +26,8 @@ fi
 # shellcheck source=quiet.sh
 source "$ROOT/bench/quiet.sh"
 {
-  echo "date: $(date -Is)"
-  echo "nproc: $(nproc)"
-  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
-  echo "kernel: $(uname -r)"
-  echo "git: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo uncommitted)" \
-       "($(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | wc -l) modified tracked files)"
-  echo "binary: $BIN ($(date -r "$BIN" -Is))"
-  echo "hosts: 2 emulated (testbed.sh), link: veth + bridge, shaping: ${RATE:-none}"
-  echo "strata env: $(env | grep '^STRATA_' | tr '\n' ' ')"
-  echo "mpi: $(mpirun --version 2>/dev/null | head -1)"
-  echo "args: $*"
+  machine_info "$BIN" "$@"
+  echo "hosts: 2 emulated (tests/multihost/testbed.sh), link: veth + bridge, shaping: ${RATE:-none}"
 } >"$OUT/machine.txt"
 
 run() {  # run NAME NP PER_HOST [bench args...]

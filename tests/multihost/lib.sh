@@ -17,6 +17,11 @@ in_testbed() {  # in_testbed [testbed.sh up options] -- "$@"
   mkdir -p "$LOGS"
 }
 
+# How long after a fault every rank may take to end, from STRATA_TIMEOUT_MS: one timeout to
+# notice, one for the failure record on a store that may be unreachable, one spare, and
+# scheduling slack for 4 ranks on a loaded 2-core machine.
+end_bound_s() { echo $((3 * $1 / 1000 + 15)); }   # end_bound_s TIMEOUT_MS
+
 fail() { echo "FAIL: $*"; exit 1; }
 
 launch() { "$TESTBED" launch "$TESTBED_ID" --logs "$LOGS/$1" "${@:2}"; }   # launch NAME [options] -- CMD

@@ -11,9 +11,7 @@ source "$(dirname "$0")/lib.sh"
 in_testbed --hosts 2 -- "$@"
 BIN=$1
 TIMEOUT_MS=8000
-# After the cut: one timeout to notice, one for the failure record on the unreachable store,
-# and scheduling slack for 4 ranks on a loaded 2-core machine.
-BOUND_S=$((3 * TIMEOUT_MS / 1000 + 15))
+BOUND_S=$(end_bound_s $TIMEOUT_MS)
 
 launch run --per-host 2 --timeout 120 --env STRATA_TIMEOUT_MS=$TIMEOUT_MS -- \
   "$BIN" --mode loop --iters 1000000000 --count 65536 >"$LOGS/launch.txt" 2>&1 &

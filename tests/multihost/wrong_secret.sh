@@ -10,7 +10,7 @@ source "$(dirname "$0")/lib.sh"
 in_testbed --hosts 2 -- "$@"
 BIN=$1
 TIMEOUT_MS=8000
-BOUND_S=$((3 * TIMEOUT_MS / 1000 + 15))
+BOUND_S=$(end_bound_s $TIMEOUT_MS)
 echo '{"security": {"encrypt_inter_node_traffic": true}}' >"$LOGS/secure.json"
 
 rc=0
