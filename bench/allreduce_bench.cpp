@@ -115,7 +115,7 @@ int runMain(const sb::Options& opts) {
     else if (name == "mpi") impls.push_back(mpiImpl());
     else if (name == "memcpy") impls.push_back(memcpyImpl());
     else if (name == "gloo") {
-      auto gloo = std::make_shared<sb::GlooBaseline>(sb::mpiRank(), n);
+      auto gloo = std::make_shared<sb::GlooBaseline>(sb::mpiRank(), n, strata::num_nodes() > 1);
       spec.headerNotes.push_back(std::string("gloo: ") + gloo->describe());
       impls.push_back(glooImpl(gloo));
     } else {

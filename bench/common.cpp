@@ -134,12 +134,7 @@ double timedTrial(Impl& im, size_t count, int calls, bool rewarm) {
 // bench/summarize.py); in the far one every synchronising collective is ~3x slower, so
 // every table records the probe at its start and end. -1: ranks 0 and 1 are on two hosts.
 bool ranks01ShareHost() {
-  char mine[MPI_MAX_PROCESSOR_NAME] = {0}, root[MPI_MAX_PROCESSOR_NAME] = {0};
-  int len = 0;
-  MPI_Get_processor_name(mine, &len);
-  std::memcpy(root, mine, sizeof(root));
-  MPI_Bcast(root, sizeof(root), MPI_CHAR, 0, MPI_COMM_WORLD);
-  int same = std::strcmp(mine, root) == 0;
+  int same = processorName() == processorNameOfRank0();
   MPI_Bcast(&same, 1, MPI_INT, 1, MPI_COMM_WORLD);
   return same != 0;
 }
@@ -350,6 +345,21 @@ int mpiRank() {
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   return r;
+}
+
+std::string processorName() {
+  char name[MPI_MAX_PROCESSOR_NAME] = {0};
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  return std::string(name, static_cast<size_t>(len));
+}
+
+std::string processorNameOfRank0() {
+  char root[MPI_MAX_PROCESSOR_NAME] = {0};
+  const std::string mine = processorName();
+  std::memcpy(root, mine.data(), std::min(mine.size(), sizeof(root) - 1));
+  MPI_Bcast(root, sizeof(root), MPI_CHAR, 0, MPI_COMM_WORLD);
+  return root;
 }
 
 int mpiSize() {

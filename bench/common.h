@@ -84,6 +84,8 @@ int64_t runBenchmark(const Options& opts, const BenchSpec& spec, std::vector<Imp
 // Small helpers shared by the benchmarks.
 int mpiRank();
 int mpiSize();
+std::string processorName();        // MPI_Get_processor_name: the hostname
+std::string processorNameOfRank0();  // collective: rank 0's, on every rank
 void* allocPrefaulted(size_t bytes);  // page aligned, written once; free with std::free
 // Deterministic small integer for (rank, index, seed) in [-8, 7]: sums of a few ranks are exact.
 inline float seededValue(int rank, size_t i, uint32_t seed) {

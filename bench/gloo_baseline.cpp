@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common.h"
+
 namespace strata::bench {
 
 struct GlooBaseline::Impl {
@@ -19,7 +21,9 @@ struct GlooBaseline::Impl {
   std::string text;
 };
 
-GlooBaseline::GlooBaseline(int rank, int size) : impl_(new Impl) {
+GlooBaseline::GlooBaseline(int rank, int size, bool severalHosts) : impl_(new Impl) {
+  const std::string storeHost = severalHosts ? processorNameOfRank0() : "127.0.0.1";
+  const std::string myHost = severalHosts ? processorName() : "127.0.0.1";
   c10d::TCPStoreOptions so;
   so.isServer = rank == 0;
   so.port = 0;  // rank 0 binds an ephemeral port, everyone else gets it by MPI_Bcast
@@ -27,19 +31,19 @@ GlooBaseline::GlooBaseline(int rank, int size) : impl_(new Impl) {
   so.timeout = std::chrono::seconds(60);
   int port = 0;
   if (rank == 0) {
-    impl_->store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
+    impl_->store = c10::make_intrusive<c10d::TCPStore>(storeHost, so);
     port = impl_->store->getPort();
   }
   MPI_Bcast(&port, 1, MPI_INT, 0, MPI_COMM_WORLD);
   if (rank != 0) {
     so.port = static_cast<std::uint16_t>(port);
-    impl_->store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
+    impl_->store = c10::make_intrusive<c10d::TCPStore>(storeHost, so);
   }
   auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(120));
-  opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(myHost));
   impl_->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, rank, size, opts);
-  impl_->text = "c10d::ProcessGroupGloo threads=" + std::to_string(opts->threads) +
-                " device=tcp:127.0.0.1 store=TCPStore:" + std::to_string(port);
+  impl_->text = "c10d::ProcessGroupGloo threads=" + std::to_string(opts->threads) + " device=tcp:" + myHost +
+                " store=TCPStore:" + storeHost + ":" + std::to_string(port);
 }
 
 GlooBaseline::~GlooBaseline() = default;

@@ -1,6 +1,7 @@
 # Sourced by the run scripts: wait_quiet LOGFILE waits until the whole machine was
 # (almost) idle for one second (< QUIET_CORES busy cores, default 0.15), at most
-# QUIET_WAIT_S seconds (default 60), and appends what it saw to LOGFILE.
+# QUIET_WAIT_S seconds (default 60), and appends what it saw to LOGFILE; machine_info (at
+# the end) prints what every run's machine.txt records.
 busy_jiffies() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat; }
 
 wait_quiet() {
@@ -14,4 +15,20 @@ wait_quiet() {
     fi
     waited=$((waited + 1))
   done
+}
+
+# machine_info BIN ARGS...: what a run's machine.txt records (date, CPU, kernel, git SHA,
+# binary, STRATA_* variables, MPI version, arguments). Needs ROOT (the repository).
+machine_info() {
+  local bin=$1; shift
+  echo "date: $(date -Is)"
+  echo "nproc: $(nproc)"
+  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+  echo "kernel: $(uname -r)"
+  echo "git: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo uncommitted)" \
+       "($(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | wc -l) modified tracked files)"
+  echo "binary: $bin ($(date -r "$bin" -Is))"
+  echo "strata env: $(env | grep '^STRATA_' | tr '\n' ' ')"
+  echo "mpi: $(mpirun --version 2>/dev/null | head -1)"
+  echo "args: $*"
 }

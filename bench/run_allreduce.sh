@@ -24,18 +24,7 @@ mkdir -p "$OUT"
 # shellcheck source=quiet.sh
 source "$ROOT/bench/quiet.sh"
 
-{
-  echo "date: $(date -Is)"
-  echo "nproc: $(nproc)"
-  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
-  echo "kernel: $(uname -r)"
-  echo "git: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo uncommitted)" \
-       "($(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | wc -l) modified tracked files)"
-  echo "binary: $BIN ($(date -r "$BIN" -Is))"
-  echo "strata env: $(env | grep '^STRATA_' | tr '\n' ' ')"
-  echo "mpi: $(mpirun --version 2>/dev/null | head -1)"
-  echo "args: $*"
-} >"$OUT/machine.txt"
+machine_info "$BIN" "$@" >"$OUT/machine.txt"
 
 run() {  # run NAME NP [mpirun args...] -- [bench args...]
   local name=$1 np=$2; shift 2
