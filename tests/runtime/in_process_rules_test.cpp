@@ -16,7 +16,7 @@
 #include "rules/run.h"
 #include "rules/sources/file_sources.h"
 #include "rules/step_feed.h"
-#include "rules_test_util.h"
+#include "rules/rules_test_util.h"
 #include "runtime/online_rules.h"
 #include "runtime/stop.h"
 
