@@ -199,7 +199,8 @@ grep -q 'StopTraining: LossNotDecreasing found an issue at step [0-9]* (rank 1)'
 echo "pipe: both ranks stopped at step $step on the last stage's verdict"
 
 # 9. In-process verdicts equal `strata rules` on the files: data parallel and pipeline runs
-#    whose rules fire without stopping (LossNotDecreasing on a flat loss, VanishingGradient).
+#    whose rules fire without stopping (LossNotDecreasing on a flat loss; VanishingGradient and
+#    ExplodingTensor evaluated on the same data, firing or not, the same way in both).
 verdicts() {  # NAME MODELPARALLEL_JSON
   cat > "$WORK/$1.json" <<JSON
 {"output_dir": "$WORK/$1", $2
@@ -225,7 +226,7 @@ online = verdicts(l for p in glob.glob(run + "/rule-output/online/*.jsonl") for 
 offline = verdicts(open(run + "/rule-output/findings.jsonl"))
 assert online == offline, (sorted(set(online) ^ set(offline))[:10], len(online), len(offline))
 rules = {r for r, _ in online}
-assert {"LossNotDecreasing", "VanishingGradient"} <= rules, rules
+assert "LossNotDecreasing" in rules, rules  # the flat loss fires it; the others may or may not
 print(f"{run}: {len(online)} in-process verdicts equal the offline ones ({sorted(rules)})")
 PY
 }
