@@ -131,6 +131,7 @@ void OnlineEngine::evaluate() {
     const double cpu0 = threadCpuSec();
     const size_t steps = feed_->drainInto(*trial_, wallSec());
     std::vector<Finding> findings = engine_->poll();
+    trial_->evict();  // only now: every drained step has been evaluated
     const double cpu = threadCpuSec() - cpu0;
     record(findings);
     std::lock_guard<std::mutex> lock(mu_);

@@ -160,7 +160,8 @@ void StepFeed::commit(PendingStep& step, OnlineTrial& trial, double nowSec) {
   trial.addStep(step.info);
   for (auto& [name, value] : step.values) trial.addValue(step.info.step, name, std::move(value));
   for (const auto& r : step.reductions) trial.addReduction(step.info.step, r.name, r.op, r.abs, r.value);
-  trial.evict();
+  // No eviction here: a drain may commit several steps, and the rules must see each of them
+  // before older values go (the engine evicts after evaluating).
 }
 
 size_t StepFeed::drainInto(OnlineTrial& trial, double nowSec) {

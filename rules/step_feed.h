@@ -50,8 +50,9 @@ class StepFeed final : public debugger::StepTap {
   bool waitForWork(std::chrono::milliseconds timeout);
   // Ends a waitForWork (stop).
   void wake();
-  // Applies everything queued to `trial` (steps completed get wall time `nowSec`). Returns
-  // the number of steps completed.
+  // Applies everything queued to `trial` (steps completed get wall time `nowSec`) without
+  // evicting: the caller evaluates the new steps, then calls trial.evict(). Returns the
+  // number of steps completed.
   size_t drainInto(OnlineTrial& trial, double nowSec);
 
   struct Stats {

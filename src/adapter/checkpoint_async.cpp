@@ -61,7 +61,7 @@ void TEST_setBackgroundWriteHook(BackgroundWriteHook fn) {
 
 AsyncCheckpointer::~AsyncCheckpointer() { shutdown(); }
 
-std::string AsyncCheckpointer::collectPrevious(double* waitedMs) {
+std::string AsyncCheckpointer::collectPrevious(double* waitedMs, bool bySave) {
   const auto start = Clock::now();
   const int64_t inFlight = writer_.stepInFlight();
   std::optional<profiler::ScopedSlice> slice;  // the wait on the profiler's checkpoint track
@@ -78,7 +78,7 @@ std::string AsyncCheckpointer::collectPrevious(double* waitedMs) {
   {
     std::lock_guard<std::mutex> lock(statsMu_);
     stats_.waiting = false;
-    if (inFlight >= 0) ++stats_.waitedSaves;
+    if (inFlight >= 0 && bySave) ++stats_.waitedSaves;
   }
   if (!r || r->ok) return "";
   return "checkpoint " + r->dir + " (step " + std::to_string(r->step) + ", written in the background) " + r->error;
@@ -86,7 +86,7 @@ std::string AsyncCheckpointer::collectPrevious(double* waitedMs) {
 
 void AsyncCheckpointer::wait() {
   double waitedMs = 0;
-  const std::string error = collectPrevious(&waitedMs);
+  const std::string error = collectPrevious(&waitedMs, /*bySave=*/false);
   failedUnreported_ = false;  // reported now, by the throw below
   const std::string failure = agreeOnError(error.empty(), error);
   STRATA_CHECK(failure.empty(), failure);
@@ -98,7 +98,7 @@ std::string AsyncCheckpointer::save(const AsyncSaveRequest& request, Distributed
                "-stage pipeline is not supported; use partial checkpoints (every stage writes its shard)");
   const auto start = Clock::now();
   double waitedMs = 0;
-  const std::string previousError = collectPrevious(&waitedMs);
+  const std::string previousError = collectPrevious(&waitedMs, /*bySave=*/true);
   failedUnreported_ = false;
   const std::string failure = agreeOnError(previousError.empty(), previousError);
   STRATA_CHECK(failure.empty(), failure);
@@ -177,7 +177,7 @@ std::string AsyncCheckpointer::save(const AsyncSaveRequest& request, Distributed
 void AsyncCheckpointer::settle() noexcept {
   try {
     double waitedMs = 0;
-    const std::string error = collectPrevious(&waitedMs);
+    const std::string error = collectPrevious(&waitedMs, /*bySave=*/false);
     if (error.empty()) return;
     failedUnreported_ = true;
     STRATA_LOG(kError, kInit, error, " (found at the end of training; the job did not save its last checkpoint)");

@@ -61,7 +61,8 @@ class AsyncCheckpointer {
 
  private:
   // Waits for the writer (timed), returns this rank's "" or the failure of the write.
-  std::string collectPrevious(double* waitedMs);
+  // `bySave`: a save is waiting (counted in stats().waitedSaves), not wait() or the end.
+  std::string collectPrevious(double* waitedMs, bool bySave);
 
   checkpoint::BackgroundWriter writer_{"strata-ckpt"};
   StateSnapshot snapshot_;

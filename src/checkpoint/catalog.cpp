@@ -114,7 +114,12 @@ std::vector<int64_t> stepsToPrune(const std::vector<Entry>& entries, int keep) {
   std::sort(sorted.begin(), sorted.end(), [](const Entry& a, const Entry& b) { return a.step > b.step; });
   std::vector<int64_t> out;
   int kept = 0;
+  bool seenComplete = false;
   for (const Entry& e : sorted) {
+    // Newer than every complete checkpoint and without a manifest: a write that may still be
+    // in progress on some rank (asynchronous checkpoints), not a torn one. Left alone.
+    if (!e.hasManifest && !seenComplete) continue;
+    seenComplete = seenComplete || e.hasManifest;
     if (e.hasManifest && kept < keep) {
       ++kept;
       continue;

@@ -47,8 +47,9 @@ struct Found {
 std::optional<Found> findNewestComplete(const std::string& root);
 
 // Pure: which steps to delete so that only the `keep` newest checkpoints that have a
-// manifest remain (keep <= 0 keeps everything). Directories without a manifest (torn writes
-// of crashed runs) are deleted too, unless keep <= 0. Input in any order.
+// manifest remain (keep <= 0 keeps everything). Directories without a manifest older than the
+// newest complete one (torn writes of crashed runs) are deleted too, unless keep <= 0; newer
+// ones may be a write in progress and stay. Input in any order.
 std::vector<int64_t> stepsToPrune(const std::vector<Entry>& entries, int keep);
 
 // Deletes what stepsToPrune chooses (each manifest first, so a half-deleted checkpoint

@@ -24,9 +24,9 @@ struct ShardRecord {
   int32_t ppRank = 0;
   uint64_t bytes = 0;
   char sha256[64] = {};
-  char error[184] = {};
+  char error[440] = {};  // room for a path and its reason, prefixed by the step and rank
 };
-static_assert(sizeof(ShardRecord) == 272, "fixed-size record for allgather and the store");
+static_assert(sizeof(ShardRecord) == 528, "fixed-size record for allgather and the store");
 
 // A record of success that wrote nothing (yet).
 ShardRecord makeShardRecord(int rank, int ppRank);

@@ -211,6 +211,10 @@ TEST(Prune, PureRuleKeepsTheNewestKWithManifest) {
   EXPECT_EQ(stepsToPrune(entries, 3), (std::vector<int64_t>{30, 5}));
   EXPECT_EQ(stepsToPrune(entries, 0), (std::vector<int64_t>{}));
   EXPECT_EQ(stepsToPrune({}, 2), (std::vector<int64_t>{}));
+  // Newer than the newest complete checkpoint: possibly being written, so kept.
+  const std::vector<Entry> writing = {{50, "", false}, {40, "", true}, {30, "", false}, {20, "", true}};
+  EXPECT_EQ(stepsToPrune(writing, 1), (std::vector<int64_t>{30, 20}));
+  EXPECT_EQ(stepsToPrune({{10, "", false}}, 1), (std::vector<int64_t>{}));
 }
 
 TEST(Prune, RemovesOldAndTornDirectories) {

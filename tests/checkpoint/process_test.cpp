@@ -397,7 +397,13 @@ TEST_F(CheckpointProcess, AsyncFailedBackgroundWriteOnOneRankIsReportedAndThePre
   const Result failed = run(mpiexec(2, workerArgs(dir, flags, {"--start-gate", dir + "/start"})), dir + "/first.txt",
                            [&](pid_t job) {
     if (!waitForFile(dir + "/pids/rank-1.pid", job)) return;
-    const std::string pid = std::to_string(std::atol(readFile(dir + "/pids/rank-1.pid").c_str()));
+    // The file exists before its line is written: wait (bounded) for the whole line.
+    std::string pidLine = readFile(dir + "/pids/rank-1.pid");
+    for (int i = 0; i < 2000 && pidLine.find('\n') == std::string::npos; ++i) {
+      std::this_thread::sleep_for(milliseconds(5));
+      pidLine = readFile(dir + "/pids/rank-1.pid");
+    }
+    const std::string pid = std::to_string(std::atol(pidLine.c_str()));
     fs::create_directories(obstacleDir + "/rank-00001.pt.tmp-" + pid);
     std::ofstream(dir + "/start") << "go\n";
   });

@@ -113,8 +113,10 @@ TEST(FlightRecorder, ConcurrentWritersNeverShowATornRecord) {
   constexpr uint64_t kPerWriter = 20000;
   std::atomic<bool> done{false};
   std::atomic<uint64_t> checked{0};
+  std::atomic<bool> readerRunning{false};
   std::thread reader([&] {
-    while (!done.load()) {
+    readerRunning = true;  // the writers start only now, so reading overlaps writing
+    while (!done.load() || checked.load() == 0) {
       for (const Entry& e : rec.snapshot().entries) {
         const uint64_t k = e.info.seq;
         ASSERT_EQ(e.info.count, k * 3) << "torn record " << e.id;
@@ -131,6 +133,7 @@ TEST(FlightRecorder, ConcurrentWritersNeverShowATornRecord) {
   std::vector<std::thread> writers;
   for (int w = 0; w < kWriters; ++w)
     writers.emplace_back([&, w] {
+      while (!readerRunning.load()) std::this_thread::yield();
       for (uint64_t i = 0; i < kPerWriter; ++i) {
         const uint64_t k = static_cast<uint64_t>(w) * kPerWriter + i + 1;
         OpInfo info;

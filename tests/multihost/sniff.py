@@ -4,7 +4,7 @@
     sniff.py IFACE MARKER STOPFILE
 
 Captures every frame on IFACE (an AF_PACKET socket: run it inside the namespace, e.g.
-`testbed.sh exec ID sw sniff.py br0 ...`) until STOPFILE exists, then prints
+`testbed.sh exec ID 0 sniff.py eth0 ...`) until STOPFILE exists, then prints
 "sniff iface=IFACE frames=F bytes=B marker_frames=M". A frame counts when it holds the whole
 marker; the senders repeat it, so a cleartext stream of it cannot go unseen. Prints
 "sniff ready" once capturing, so the caller knows when to start the traffic."""

@@ -85,8 +85,10 @@ TEST(InProcessRules, TheTapGivesWhatTheFilesHold) {
     EXPECT_EQ(online.steps()[i].modeStep, ref.steps()[i].modeStep);
   }
   EXPECT_EQ(online.tensorNames(), ref.tensorNames());
-  EXPECT_EQ(std::set<std::string>(online.collections().begin(), online.collections().end()),
-            std::set<std::string>(ref.collections().begin(), ref.collections().end()));
+  const auto onlineCollections = online.collections();  // by value: one copy for begin and end
+  const auto refCollections = ref.collections();
+  EXPECT_EQ(std::set<std::string>(onlineCollections.begin(), onlineCollections.end()),
+            std::set<std::string>(refCollections.begin(), refCollections.end()));
   for (const std::string& c : ref.collections()) EXPECT_EQ(online.tensorNames(c), ref.tensorNames(c)) << c;
   size_t compared = 0;
   for (const StepInfo& s : ref.steps())
