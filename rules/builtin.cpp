@@ -4,7 +4,7 @@
 #include <map>
 #include <stdexcept>
 
-#include "config/rule_catalog.h"
+#include "rules/declarations.h"
 
 namespace strata::rules {
 namespace {
@@ -75,8 +75,8 @@ const std::vector<std::string>& builtinRuleNames() {
 }
 
 int64_t scanIntervalOf(const nlohmann::json& params) {
-  auto it = params.find("scan_interval_us");
-  if (it == params.end() || it->is_null()) return 60000000;
+  auto it = params.find(kScanIntervalParam.name);
+  if (it == params.end() || it->is_null()) return kScanIntervalParam.def.get<int64_t>();
   double v = 0;
   if (it->is_number()) {
     v = it->get<double>();
@@ -97,7 +97,7 @@ std::unique_ptr<Rule> makeBuiltinRule(const std::string& name, const nlohmann::j
   if (e == nullptr) {
     if (name == "ProfilerReport")
       throw std::invalid_argument("ProfilerReport is a group of rules: use makeProfilerReportRules");
-    if (config::detail::findRuleSpec(name) != nullptr)
+    if (findRuleDecl(name) != nullptr)
       throw std::invalid_argument("rule \"" + name + "\" is not implemented by Strata (see docs/rules.md)");
     throw std::invalid_argument("unknown rule \"" + name + "\"");
   }
@@ -111,14 +111,15 @@ std::vector<std::unique_ptr<Rule>> makeProfilerReportRules(const nlohmann::json&
   BuiltinContext sub = ctx;
   sub.inProfilerReport = true;
   std::map<std::string, nlohmann::json> perRule;
-  for (const std::string& r : config::detail::profilerReportSubRules()) perRule[r] = nlohmann::json::object();
+  for (const std::string& r : profilerReportSubRules()) perRule[r] = nlohmann::json::object();
+  const RuleDecl& report = builtinDecl("ProfilerReport");
   for (const auto& item : given.items()) {
     const std::string& key = item.key();
-    if (key == "scan_interval_us" || key == "nb_path" || key == "opt_out_telemetry") continue;
-    if (key == "compat") {
+    if (key == kCompatParam.name) {
       for (auto& kv : perRule) kv.second["compat"] = item.value();
       continue;
     }
+    if (findParam(report, key) != nullptr) continue;  // ProfilerReport's own
     const size_t underscore = key.find('_');
     const std::string rule = underscore == std::string::npos ? key : key.substr(0, underscore);
     if (underscore == std::string::npos || !perRule.count(rule))
@@ -129,7 +130,7 @@ std::vector<std::unique_ptr<Rule>> makeProfilerReportRules(const nlohmann::json&
   const int64_t scan = scanIntervalOf(given);
   if (scanIntervalUs != nullptr) *scanIntervalUs = scan;
   std::vector<std::unique_ptr<Rule>> rules;
-  for (const std::string& r : config::detail::profilerReportSubRules()) {
+  for (const std::string& r : profilerReportSubRules()) {
     if (std::find(skip.begin(), skip.end(), r) != skip.end()) continue;
     nlohmann::json p = perRule[r];
     if (p.contains("scan_interval_us"))

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "rules/declarations.h"
 #include "rules/format.h"
 #include "rules/stats.h"
 
@@ -40,7 +41,32 @@ Params::Params(std::string rule, nlohmann::json given)
     throw std::invalid_argument(rule_ + ": parameters must be a JSON object, got " + given_.dump());
 }
 
+Params::Params(const RuleDecl& decl, nlohmann::json given) : Params(decl.name, std::move(given)) {
+  decl_ = &decl;
+}
+
+const ParamDecl& Params::declared(const std::string& key) const {
+  const ParamDecl* p = decl_ == nullptr ? nullptr : findParam(*decl_, key);
+  if (p == nullptr)
+    throw std::logic_error(rule_ + ": reads parameter \"" + key +
+                           "\", which the rule's declaration (rules/declarations.h) lacks");
+  return *p;
+}
+
+double Params::number(const std::string& key) { return number(key, declared(key).def); }
+
+int64_t Params::integer(const std::string& key) {
+  return integer(key, declared(key).def.get<int64_t>());
+}
+
+bool Params::boolean(const std::string& key) { return boolean(key, declared(key).def.get<bool>()); }
+
+std::string Params::string(const std::string& key) {
+  return string(key, declared(key).def.get<std::string>());
+}
+
 const nlohmann::json* Params::find(const std::string& key) {
+  if (decl_ != nullptr) declared(key);
   used_.insert(key);
   auto it = given_.find(key);
   return it == given_.end() ? nullptr : &*it;

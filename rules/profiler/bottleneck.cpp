@@ -31,15 +31,13 @@ class BottleneckRule final : public MetricRuleBase {
   BottleneckRule(std::string name, MetricKind highKind, const nlohmann::json& params,
                  const BuiltinContext& ctx)
       : MetricRuleBase(name, false), highKind_(highKind) {
-    Params p(name, params);
+    Params p(builtinDecl(name), params);
     const bool io = highKind == MetricKind::kIoWait;
-    threshold_ = p.number("threshold", 50);
-    highThreshold_ = p.number(io ? "io_threshold" : "cpu_threshold", io ? 50 : 90);
-    gpuThreshold_ = p.number("gpu_threshold", 10);
-    patience_ = p.integer("patience", 1000);
-    p.number("scan_interval_us", 60000000);
-    compat_ = p.boolean("compat", ctx.compat);
-    p.checkAllUsed();
+    threshold_ = p.number("threshold");
+    highThreshold_ = p.number(io ? "io_threshold" : "cpu_threshold");
+    gpuThreshold_ = p.number("gpu_threshold");
+    patience_ = p.integer("patience");
+    finishParams(p, ctx.compat);
     report_.ruleParameters =
         io ? p.joined({"threshold", "io_threshold", "gpu_threshold", "patience"})
            : p.joined({"threshold", "cpu_threshold", "gpu_threshold", "patience"});

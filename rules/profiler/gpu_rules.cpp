@@ -31,14 +31,12 @@ class LowGpuUtilization final : public MetricRuleBase {
  public:
   LowGpuUtilization(const nlohmann::json& params, const BuiltinContext& ctx)
       : MetricRuleBase("LowGPUUtilization", false) {
-    Params p(name_, params);
-    thresholdP95_ = p.number("threshold_p95", 70);
-    thresholdP5_ = p.number("threshold_p5", 10);
-    window_ = static_cast<size_t>(p.integer("window", 500));
-    patience_ = p.integer("patience", 1000);
-    p.number("scan_interval_us", 60000000);
-    compat_ = p.boolean("compat", ctx.compat);
-    p.checkAllUsed();
+    Params p(builtinDecl(name_), params);
+    thresholdP95_ = p.number("threshold_p95");
+    thresholdP5_ = p.number("threshold_p5");
+    window_ = static_cast<size_t>(p.integer("window"));
+    patience_ = p.integer("patience");
+    finishParams(p, ctx.compat);
     report_.ruleParameters = p.joined({"threshold_p95", "threshold_p5", "window", "patience"});
   }
 
@@ -125,13 +123,11 @@ class GpuMemoryIncrease final : public MetricRuleBase {
  public:
   GpuMemoryIncrease(const nlohmann::json& params, const BuiltinContext& ctx)
       : MetricRuleBase("GPUMemoryIncrease", false) {
-    Params p(name_, params);
-    increase_ = p.number("increase", 5);
-    patience_ = p.integer("patience", 1000);
-    window_ = static_cast<size_t>(p.integer("window", 10));
-    p.number("scan_interval_us", 60000000);
-    compat_ = p.boolean("compat", ctx.compat);
-    p.checkAllUsed();
+    Params p(builtinDecl(name_), params);
+    increase_ = p.number("increase");
+    patience_ = p.integer("patience");
+    window_ = static_cast<size_t>(p.integer("window"));
+    finishParams(p, ctx.compat);
     report_.ruleParameters = p.joined({"increase", "patience", "window"});
   }
 
@@ -222,15 +218,13 @@ class GpuMemoryIncrease final : public MetricRuleBase {
 class BatchSize final : public MetricRuleBase {
  public:
   BatchSize(const nlohmann::json& params, const BuiltinContext& ctx) : MetricRuleBase("BatchSize", false) {
-    Params p(name_, params);
-    cpuP95_ = p.number("cpu_threshold_p95", 70);
-    gpuP95_ = p.number("gpu_threshold_p95", 70);
-    memP95_ = p.number("gpu_memory_threshold_p95", 70);
-    patience_ = p.integer("patience", 1000);
-    window_ = static_cast<size_t>(p.integer("window", 500));
-    p.number("scan_interval_us", 60000000);
-    compat_ = p.boolean("compat", ctx.compat);
-    p.checkAllUsed();
+    Params p(builtinDecl(name_), params);
+    cpuP95_ = p.number("cpu_threshold_p95");
+    gpuP95_ = p.number("gpu_threshold_p95");
+    memP95_ = p.number("gpu_memory_threshold_p95");
+    patience_ = p.integer("patience");
+    window_ = static_cast<size_t>(p.integer("window"));
+    finishParams(p, ctx.compat);
     report_.ruleParameters = p.joined(
         {"cpu_threshold_p95", "gpu_threshold_p95", "gpu_memory_threshold_p95", "patience", "window"});
   }

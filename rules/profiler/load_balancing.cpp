@@ -50,13 +50,12 @@ class LoadBalancing final : public MetricRuleBase {
  public:
   LoadBalancing(const nlohmann::json& params, const BuiltinContext& ctx)
       : MetricRuleBase("LoadBalancing", false) {
-    Params p(name_, params);
+    Params p(builtinDecl(name_), params);
     compat_ = p.boolean("compat", ctx.compat);
     // SageMaker's rulesconfig exposes 0.5; the Nov-2020 code used 0.2 (specs/smdebug.md §3.0).
     threshold_ = p.number("threshold", compat_ ? nlohmann::json(0.2) : nlohmann::json(0.5));
-    patience_ = p.integer("patience", 1000);
-    p.number("scan_interval_us", 60000000);
-    p.checkAllUsed();
+    patience_ = p.integer("patience");
+    finishParams(p, ctx.compat);
     report_.ruleParameters = p.joined({"threshold", "patience"});
     edges_ = compat_ ? stats::arange(0, 100, 2) : stats::arange(0, 102, 2);  // 0..100 when fixed
   }

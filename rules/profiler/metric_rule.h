@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "rules/declarations.h"
 #include "rules/params.h"
 #include "strata/rules.h"
 
@@ -34,6 +35,14 @@ class MetricRuleBase : public Rule {
   }
 
  protected:
+  // The end of every metric rule's parameter reads: the base class's scan_interval_us (the
+  // engine schedules by it, see scanIntervalOf), compat (default: the engine's mode), and a
+  // given key nothing read is an error.
+  void finishParams(Params& p, bool engineCompat) {
+    p.number(kScanIntervalParam.name);
+    compat_ = p.boolean(kCompatParam.name, engineCompat);
+    p.checkAllUsed();
+  }
   // Adds details computed lazily (quantiles over whole series) when a report is asked for.
   virtual void addDetails(RuleReport& /*r*/) const {}
   Finding finding(const MetricWindow& w, std::string message,

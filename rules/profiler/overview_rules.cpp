@@ -80,10 +80,8 @@ class OverallSystemUsage final : public MetricRuleBase {
  public:
   OverallSystemUsage(const nlohmann::json& params, const BuiltinContext& ctx)
       : MetricRuleBase("OverallSystemUsage", false) {
-    Params p(name_, params);
-    p.number("scan_interval_us", 60000000);
-    compat_ = p.boolean("compat", ctx.compat);
-    p.checkAllUsed();
+    Params p(builtinDecl(name_), params);
+    finishParams(p, ctx.compat);
     report_.ruleParameters = "";
   }
 
@@ -229,10 +227,8 @@ class OverallFrameworkMetrics final : public MetricRuleBase {
  public:
   OverallFrameworkMetrics(const nlohmann::json& params, const BuiltinContext& ctx)
       : MetricRuleBase("OverallFrameworkMetrics", false) {
-    Params p(name_, params);
-    p.number("scan_interval_us", 60000000);
-    compat_ = p.boolean("compat", ctx.compat);
-    p.checkAllUsed();
+    Params p(builtinDecl(name_), params);
+    finishParams(p, ctx.compat);
     report_.ruleParameters = "";
   }
 

@@ -24,11 +24,9 @@ class MaxInitializationTime final : public MetricRuleBase {
  public:
   MaxInitializationTime(const nlohmann::json& params, const BuiltinContext& ctx)
       : MetricRuleBase("MaxInitializationTime", false), inReport_(ctx.inProfilerReport) {
-    Params p(name_, params);
-    threshold_ = p.number("threshold", 20);
-    p.number("scan_interval_us", 60000000);
-    compat_ = p.boolean("compat", ctx.compat);
-    p.checkAllUsed();
+    Params p(builtinDecl(name_), params);
+    threshold_ = p.number("threshold");
+    finishParams(p, ctx.compat);
     report_.ruleParameters = p.joined({"threshold"});
     report_.details["step_num"] = nlohmann::json::object();
   }
@@ -147,13 +145,11 @@ struct StepSeries {
 class StepOutlier final : public MetricRuleBase {
  public:
   StepOutlier(const nlohmann::json& params, const BuiltinContext& ctx) : MetricRuleBase("StepOutlier", false) {
-    Params p(name_, params);
-    stddev_ = p.number("stddev", 3);
+    Params p(builtinDecl(name_), params);
+    stddev_ = p.number("stddev");
     mode_ = p.optionalString("mode");
-    nOutliers_ = p.integer("n_outliers", 10);
-    p.number("scan_interval_us", 60000000);
-    compat_ = p.boolean("compat", ctx.compat);
-    p.checkAllUsed();
+    nOutliers_ = p.integer("n_outliers");
+    finishParams(p, ctx.compat);
     // The reference writes stddev under "threshold" too (step_outlier.py).
     report_.ruleParameters = "threshold:" + p.repr("stddev") + "\n" +
                              p.joined({"mode", "n_outliers", "stddev"});
@@ -288,14 +284,12 @@ double dataWaitPercent(double meanWaitUs, double meanStepUs) {
 class Dataloader final : public MetricRuleBase {
  public:
   Dataloader(const nlohmann::json& params, const BuiltinContext& ctx) : MetricRuleBase("Dataloader", false) {
-    Params p(name_, params);
-    min_ = p.number("min_threshold", 70);
-    max_ = p.number("max_threshold", 200);
-    patience_ = p.integer("patience", 10);
-    waitThreshold_ = p.number("wait_threshold", 50);
-    p.number("scan_interval_us", 60000000);
-    compat_ = p.boolean("compat", ctx.compat);
-    p.checkAllUsed();
+    Params p(builtinDecl(name_), params);
+    min_ = p.number("min_threshold");
+    max_ = p.number("max_threshold");
+    patience_ = p.integer("patience");
+    waitThreshold_ = p.number("wait_threshold");
+    finishParams(p, ctx.compat);
     report_.ruleParameters = p.joined({"min_threshold", "max_threshold"});
   }
 

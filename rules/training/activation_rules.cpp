@@ -45,14 +45,13 @@ class DeadRelu final : public TensorRuleBase {
  public:
   explicit DeadRelu(const nlohmann::json& params) : TensorRuleBase("DeadRelu") {
     needs_ = "ReLU outputs (tensor_regex, default .*relu_output: a collection saving layer outputs)";
-    Params p(name_, params);
+    Params p(builtinDecl(name_), params);
     std::vector<std::string> regexes = p.list("tensor_regex");
     if (regexes.empty()) regexes = {".*relu_output"};
     selector_ = TensorSelector({}, regexes);
-    inactivity_ = p.number("threshold_inactivity", 1.0);
-    layer_ = p.number("threshold_layer", 50.0);
-    p.boolean("compat", false);
-    p.checkAllUsed();
+    inactivity_ = p.number("threshold_inactivity");
+    layer_ = p.number("threshold_layer");
+    finishParams(p);
     report_.ruleParameters = p.joined({"tensor_regex", "threshold_inactivity", "threshold_layer"});
   }
   std::vector<Finding> invokeAtStep(const Trial& trial, const StepInfo& step) override {
@@ -84,19 +83,18 @@ class SaturatedActivation final : public TensorRuleBase {
  public:
   explicit SaturatedActivation(const nlohmann::json& params) : TensorRuleBase("SaturatedActivation") {
     needs_ = "tanh/sigmoid inputs (tensor_regex, default .*tanh_input|.*sigmoid_input)";
-    Params p(name_, params);
+    Params p(builtinDecl(name_), params);
     std::vector<std::string> collections = p.list("collection_names");
     std::vector<std::string> regexes = p.list("tensor_regex");
     if (regexes.empty() && collections.empty()) regexes = {".*tanh_input|.*sigmoid_input"};
     selector_ = TensorSelector(collections, regexes);
-    tanhMin_ = p.number("threshold_tanh_min", -9.4999);
-    tanhMax_ = p.number("threshold_tanh_max", 9.4999);
-    sigmoidMin_ = p.number("threshold_sigmoid_min", -23);
-    sigmoidMax_ = p.number("threshold_sigmoid_max", 16.99999);
-    inactivity_ = p.number("threshold_inactivity", 1.0);
-    layer_ = p.number("threshold_layer", 50.0);
-    p.boolean("compat", false);
-    p.checkAllUsed();
+    tanhMin_ = p.number("threshold_tanh_min");
+    tanhMax_ = p.number("threshold_tanh_max");
+    sigmoidMin_ = p.number("threshold_sigmoid_min");
+    sigmoidMax_ = p.number("threshold_sigmoid_max");
+    inactivity_ = p.number("threshold_inactivity");
+    layer_ = p.number("threshold_layer");
+    finishParams(p);
     report_.ruleParameters =
         p.joined({"collection_names", "tensor_regex", "threshold_tanh_min", "threshold_tanh_max", "threshold_sigmoid_min",
                   "threshold_sigmoid_max", "threshold_inactivity", "threshold_layer"});
@@ -139,14 +137,13 @@ class PoorWeightInitialization final : public TensorRuleBase {
  public:
   explicit PoorWeightInitialization(const nlohmann::json& params) : TensorRuleBase("PoorWeightInitialization") {
     needs_ = "saved steps with activation inputs, gradients or losses";
-    Params p(name_, params);
-    selector_ = TensorSelector({}, {p.string("activation_inputs_regex", ".*relu_input")});
-    threshold_ = p.number("threshold", 10.0);
-    range_ = p.number("distribution_range", 0.001);
-    patience_ = p.integer("patience", 5);
-    steps_ = p.integer("steps", 10);
-    p.boolean("compat", false);
-    p.checkAllUsed();
+    Params p(builtinDecl(name_), params);
+    selector_ = TensorSelector({}, {p.string("activation_inputs_regex")});
+    threshold_ = p.number("threshold");
+    range_ = p.number("distribution_range");
+    patience_ = p.integer("patience");
+    steps_ = p.integer("steps");
+    finishParams(p);
     report_.ruleParameters =
         p.joined({"activation_inputs_regex", "threshold", "distribution_range", "patience", "steps"});
   }

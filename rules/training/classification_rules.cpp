@@ -43,15 +43,14 @@ class ClassImbalance final : public TensorRuleBase {
  public:
   explicit ClassImbalance(const nlohmann::json& params) : TensorRuleBase("ClassImbalance") {
     needs_ = "label tensors (labels_regex, default .*labels)";
-    Params p(name_, params);
-    imbalance_ = p.number("threshold_imbalance", 10);
-    misprediction_ = p.number("threshold_misprediction", 0.7);
-    samples_ = p.integer("samples", 500);
-    argmax_ = p.boolean("argmax", false);
-    labels_ = compileRegex(name_, "labels_regex", p.string("labels_regex", ".*labels"));
-    predictions_ = compileRegex(name_, "predictions_regex", p.string("predictions_regex", ".*predictions"));
-    p.boolean("compat", false);
-    p.checkAllUsed();
+    Params p(builtinDecl(name_), params);
+    imbalance_ = p.number("threshold_imbalance");
+    misprediction_ = p.number("threshold_misprediction");
+    samples_ = p.integer("samples");
+    argmax_ = p.boolean("argmax");
+    labels_ = compileRegex(name_, "labels_regex", p.string("labels_regex"));
+    predictions_ = compileRegex(name_, "predictions_regex", p.string("predictions_regex"));
+    finishParams(p);
     report_.ruleParameters = p.joined(
         {"threshold_imbalance", "threshold_misprediction", "samples", "argmax", "labels_regex", "predictions_regex"});
   }
@@ -128,17 +127,16 @@ class Confusion final : public TensorRuleBase {
  public:
   explicit Confusion(const nlohmann::json& params) : TensorRuleBase("Confusion") {
     needs_ = "label and prediction tensors of equal length";
-    Params p(name_, params);
+    Params p(builtinDecl(name_), params);
     const auto categories = p.optionalNumber("category_no");
     categories_ = categories ? static_cast<int64_t>(*categories) : 0;
-    labels_ = p.string("labels", "labels");
-    predictions_ = p.string("predictions", "predictions");
+    labels_ = p.string("labels");
+    predictions_ = p.string("predictions");
     labelsCollection_ = p.optionalString("labels_collection");
     predictionsCollection_ = p.optionalString("predictions_collection");
-    minDiag_ = p.number("min_diag", 0.9);
-    maxOffDiag_ = p.number("max_off_diag", 0.1);
-    p.boolean("compat", false);
-    p.checkAllUsed();
+    minDiag_ = p.number("min_diag");
+    maxOffDiag_ = p.number("max_off_diag");
+    finishParams(p);
     report_.ruleParameters = p.joined({"category_no", "labels", "predictions", "labels_collection",
                                        "predictions_collection", "min_diag", "max_off_diag"});
   }

@@ -98,21 +98,20 @@ LossSmoother::Kind parseSmoothing(const std::string& s) {
 class LossNotDecreasing final : public TensorRuleBase {
  public:
   explicit LossNotDecreasing(const nlohmann::json& params) : TensorRuleBase("LossNotDecreasing") {
-    Params p(name_, params);
+    Params p(builtinDecl(name_), params);
     std::vector<std::string> collections = p.list("collection_names");
     std::vector<std::string> regexes = p.list("tensor_regex");
     selector_ = TensorSelector(collections, regexes);
-    useLosses_ = p.boolean("use_losses_collection", true);
-    numSteps_ = p.integer("num_steps", 10);
+    useLosses_ = p.boolean("use_losses_collection");
+    numSteps_ = p.integer("num_steps");
     if (numSteps_ < 1) throw std::invalid_argument("LossNotDecreasing: \"num_steps\" must be at least 1");
-    diffPercent_ = p.number("diff_percent", 0.0);
+    diffPercent_ = p.number("diff_percent");
     increasePercent_ = p.optionalNumber("increase_threshold_percent");
     mode_ = parseMode(p.optionalString("mode"), name_);
-    smoothing_ = parseSmoothing(p.string("smoothing", "none"));
-    window_ = p.integer("smoothing_window", 10);
+    smoothing_ = parseSmoothing(p.string("smoothing"));
+    window_ = p.integer("smoothing_window");
     if (window_ < 1) throw std::invalid_argument("LossNotDecreasing: \"smoothing_window\" must be at least 1");
-    p.boolean("compat", false);
-    p.checkAllUsed();
+    finishParams(p);
     std::vector<std::string> shown = {"collection_names", "tensor_regex", "use_losses_collection", "num_steps",
                                       "diff_percent", "increase_threshold_percent", "mode"};
     if (smoothing_ != LossSmoother::Kind::kNone) shown.insert(shown.end(), {"smoothing", "smoothing_window"});
@@ -219,13 +218,12 @@ class Overfit final : public TensorRuleBase {
  public:
   explicit Overfit(const nlohmann::json& params) : TensorRuleBase("Overfit") {
     needs_ = "validation (EVAL-mode) losses after training losses";
-    Params p(name_, params);
+    Params p(builtinDecl(name_), params);
     selector_ = TensorSelector({}, p.list("tensor_regex"));
-    startStep_ = p.integer("start_step", 0);
-    patience_ = p.integer("patience", 1);
-    ratio_ = p.number("ratio_threshold", 0.1);
-    p.boolean("compat", false);
-    p.checkAllUsed();
+    startStep_ = p.integer("start_step");
+    patience_ = p.integer("patience");
+    ratio_ = p.number("ratio_threshold");
+    finishParams(p);
     report_.ruleParameters = p.joined({"tensor_regex", "start_step", "patience", "ratio_threshold"});
   }
 
@@ -274,12 +272,11 @@ class Overtraining final : public TensorRuleBase {
  public:
   explicit Overtraining(const nlohmann::json& params) : TensorRuleBase("Overtraining") {
     needs_ = "training or validation losses";
-    Params p(name_, params);
-    patience_[0] = p.integer("patience_train", 5);
-    patience_[1] = p.integer("patience_validation", 10);
-    delta_ = p.number("delta", 0.01);
-    p.boolean("compat", false);
-    p.checkAllUsed();
+    Params p(builtinDecl(name_), params);
+    patience_[0] = p.integer("patience_train");
+    patience_[1] = p.integer("patience_validation");
+    delta_ = p.number("delta");
+    finishParams(p);
     report_.ruleParameters = p.joined({"patience_train", "patience_validation", "delta"});
   }
 
@@ -324,12 +321,11 @@ class StalledTraining final : public TensorRuleBase {
  public:
   explicit StalledTraining(const nlohmann::json& params) : TensorRuleBase("StalledTrainingRule") {
     needs_ = "saved steps";
-    Params p(name_, params);
-    threshold_ = p.number("threshold", 1800);
-    p.boolean("stop_training_on_fire", false);
+    Params p(builtinDecl(name_), params);
+    threshold_ = p.number("threshold");
+    p.boolean("stop_training_on_fire");
     p.optionalString("training_job_name_prefix");  // SageMaker job lookup; not needed here
-    p.boolean("compat", false);
-    p.checkAllUsed();
+    finishParams(p);
     report_.ruleParameters = p.joined({"threshold", "stop_training_on_fire", "training_job_name_prefix"});
   }
 

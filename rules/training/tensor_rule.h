@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "rules/declarations.h"
 #include "rules/params.h"
 #include "strata/rules.h"
 
@@ -34,6 +35,12 @@ class TensorRuleBase : public Rule {
 
  protected:
   virtual void addDetails(RuleReport& /*r*/) const {}
+  // The end of every tensor rule's parameter reads: "compat" is accepted (a rules file may set
+  // it for all rules; tensor rules have one behaviour) and a given key nothing read is an error.
+  static void finishParams(Params& p) {
+    p.boolean("compat");
+    p.checkAllUsed();
+  }
   // Counts one evaluated step; with violations, records them and returns one finding.
   std::vector<Finding> conclude(const StepInfo& step, const std::vector<std::string>& tensors,
                                 const std::string& message, nlohmann::json details = nlohmann::json::object());

@@ -31,10 +31,9 @@ class VanishingGradient final : public TensorRuleBase {
  public:
   explicit VanishingGradient(const nlohmann::json& params) : TensorRuleBase("VanishingGradient") {
     needs_ = "gradients (the gradients collection, or tensors named gradient*)";
-    Params p(name_, params);
-    threshold_ = p.number("threshold", 1e-7);
-    p.boolean("compat", false);
-    p.checkAllUsed();
+    Params p(builtinDecl(name_), params);
+    threshold_ = p.number("threshold");
+    finishParams(p);
     report_.ruleParameters = p.joined({"threshold"});
   }
   std::vector<Finding> invokeAtStep(const Trial& trial, const StepInfo& step) override {
@@ -67,11 +66,10 @@ class ExplodingTensor final : public TensorRuleBase {
  public:
   explicit ExplodingTensor(const nlohmann::json& params) : TensorRuleBase("ExplodingTensor") {
     needs_ = "the selected tensors (collection_names / tensor_regex, default every tensor)";
-    Params p(name_, params);
+    Params p(builtinDecl(name_), params);
     selector_ = selectorFrom(p);
-    onlyNan_ = p.boolean("only_nan", false);
-    p.boolean("compat", false);
-    p.checkAllUsed();
+    onlyNan_ = p.boolean("only_nan");
+    finishParams(p);
     report_.ruleParameters = p.joined({"collection_names", "tensor_regex", "only_nan"});
   }
   std::vector<Finding> invokeAtStep(const Trial& trial, const StepInfo& step) override {
@@ -121,13 +119,12 @@ class AllZero final : public TensorRuleBase {
  public:
   explicit AllZero(const nlohmann::json& params) : TensorRuleBase("AllZero") {
     needs_ = "the selected tensors (collection_names / tensor_regex)";
-    Params p(name_, params);
+    Params p(builtinDecl(name_), params);
     selector_ = selectorFrom(p);
     if (selector_.empty())
       throw std::invalid_argument("AllZero: needs \"collection_names\" or \"tensor_regex\"");
-    threshold_ = p.number("threshold", 100);
-    p.boolean("compat", false);
-    p.checkAllUsed();
+    threshold_ = p.number("threshold");
+    finishParams(p);
     report_.ruleParameters = p.joined({"collection_names", "tensor_regex", "threshold"});
   }
   std::vector<Finding> invokeAtStep(const Trial& trial, const StepInfo& step) override {
@@ -156,12 +153,11 @@ class TensorVariance final : public TensorRuleBase {
  public:
   explicit TensorVariance(const nlohmann::json& params) : TensorRuleBase("TensorVariance") {
     needs_ = "the selected tensors (collection_names / tensor_regex, default every tensor)";
-    Params p(name_, params);
+    Params p(builtinDecl(name_), params);
     selector_ = selectorFrom(p);
     max_ = p.optionalNumber("max_threshold");
     min_ = p.optionalNumber("min_threshold");
-    p.boolean("compat", false);
-    p.checkAllUsed();
+    finishParams(p);
     report_.ruleParameters = p.joined({"collection_names", "tensor_regex", "max_threshold", "min_threshold"});
   }
   std::vector<Finding> invokeAtStep(const Trial& trial, const StepInfo& step) override {
@@ -214,15 +210,14 @@ class UnchangedTensor final : public TensorRuleBase {
  public:
   explicit UnchangedTensor(const nlohmann::json& params) : TensorRuleBase("UnchangedTensor") {
     needs_ = "raw values of the selected tensors";
-    Params p(name_, params);
+    Params p(builtinDecl(name_), params);
     selector_ = selectorFrom(p);
-    numSteps_ = p.integer("num_steps", 3);
+    numSteps_ = p.integer("num_steps");
     if (numSteps_ < 2) throw std::invalid_argument("UnchangedTensor: \"num_steps\" must be at least 2");
-    rtol_ = p.number("rtol", 1e-05);
-    atol_ = p.number("atol", 1e-08);
-    equalNan_ = p.boolean("equal_nan", false);
-    p.boolean("compat", false);
-    p.checkAllUsed();
+    rtol_ = p.number("rtol");
+    atol_ = p.number("atol");
+    equalNan_ = p.boolean("equal_nan");
+    finishParams(p);
     report_.ruleParameters =
         p.joined({"collection_names", "tensor_regex", "num_steps", "rtol", "atol", "equal_nan"});
   }
@@ -265,13 +260,12 @@ class WeightUpdateRatio final : public TensorRuleBase {
  public:
   explicit WeightUpdateRatio(const nlohmann::json& params) : TensorRuleBase("WeightUpdateRatio") {
     needs_ = "raw weights (the weights collection) at two saved steps";
-    Params p(name_, params);
+    Params p(builtinDecl(name_), params);
     if (auto n = p.optionalNumber("num_steps")) numSteps_ = static_cast<int64_t>(*n);
-    large_ = p.number("large_threshold", 10.0);
-    small_ = p.number("small_threshold", 1e-8);
-    epsilon_ = p.number("epsilon", 1e-9);
-    p.boolean("compat", false);
-    p.checkAllUsed();
+    large_ = p.number("large_threshold");
+    small_ = p.number("small_threshold");
+    epsilon_ = p.number("epsilon");
+    finishParams(p);
     report_.ruleParameters = p.joined({"num_steps", "large_threshold", "small_threshold", "epsilon"});
   }
   std::vector<Finding> invokeAtStep(const Trial& trial, const StepInfo& step) override {

@@ -6,23 +6,23 @@
 #include <limits>
 #include <map>
 
-#include "config/rule_catalog.h"
 #include "config/sections.h"
+#include "rules/declarations.h"
 
 namespace strata::config {
 
 const std::vector<std::string>& knownRuleNames() {
   static const std::vector<std::string> kNames = [] {
     std::vector<std::string> names;
-    for (const detail::RuleSpec& spec : detail::ruleSpecs()) names.push_back(spec.name);
+    for (const rules::RuleDecl& decl : rules::builtinRuleDecls()) names.push_back(decl.name);
     return names;
   }();
   return kNames;
 }
 
 bool isProfilerRule(const std::string& ruleName) {
-  const detail::RuleSpec* spec = detail::findRuleSpec(ruleName);
-  return spec != nullptr && spec->profiler;
+  const rules::RuleDecl* decl = rules::findRuleDecl(ruleName);
+  return decl != nullptr && decl->profiler;
 }
 
 bool RuleConfig::stopsTraining() const {
@@ -33,6 +33,15 @@ bool RuleConfig::stopsTraining() const {
 
 namespace strata::config::detail {
 namespace {
+
+// The rule parameters are declared beside the rules (rules/declarations.h).
+using rules::findJobConfigParam;
+using rules::findRuleDecl;
+using rules::isXgboostRule;
+using rules::jobConfigKeys;
+using rules::ParamKind;
+using ParamSpec = rules::ParamDecl;
+using RuleSpec = rules::RuleDecl;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -89,7 +98,7 @@ Json checkParam(const Validator& v, const ParamSpec& spec, const Json& value,
 
 const RuleSpec& checkRuleName(const Validator& v, const Json& value, const std::string& path) {
   const std::string name = v.expectString(value, path);
-  if (const RuleSpec* spec = findRuleSpec(name)) return *spec;
+  if (const RuleSpec* spec = findRuleDecl(name)) return *spec;
   if (isXgboostRule(name))
     v.fail(path, "\"" + name +
                      "\" is an XGBoost-only rule; Strata trains libtorch models, so it has nothing "
@@ -126,8 +135,8 @@ std::map<std::string, Json> parseParameters(const Validator& v, const RuleSpec& 
   v.expectObject(value, path);
   std::map<std::string, Json> params;
   for (const auto& item : value.items()) {
-    const ParamSpec* spec = findParamSpec(rule, item.key());
-    if (spec == nullptr) v.failUnknownKey(path, item.key(), parameterKeys(rule));
+    const ParamSpec* spec = findJobConfigParam(rule, item.key());
+    if (spec == nullptr) v.failUnknownKey(path, item.key(), jobConfigKeys(rule));
     params[item.key()] = checkParam(v, *spec, item.value(), childPath(path, item.key()));
   }
   for (const std::string& name : rule.required) {
