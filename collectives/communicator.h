@@ -15,6 +15,7 @@
 
 #include "bootstrap/store.h"
 #include "collectives/cost_model.h"
+#include "collectives/shared_buffers.h"
 #include "collectives/signature.h"
 #include "collectives/tcp_algorithms.h"
 #include "strata/types.h"
@@ -31,6 +32,7 @@ struct CommOptions {
   size_t shmSlotBytes = 1 << 20;
   int shmSpinsBeforeYield = -1;  // -1: from the domain's cores (ShmDomain::spinsForCores)
   size_t chunkBytes = 0;  // 0: defaultChunkBytes() for this host's ranks and cores
+  size_t directBlockBytes = 0;  // cache blocking of shm_direct; 0: defaultDirectBlockBytes()
   std::string jobSecret;
   bool tls = false;                    // TLS on TCP connections, keyed by jobSecret (STRATA_TLS)
   std::string advertiseHost;           // address peers use to reach this rank's TCP listener
@@ -77,6 +79,13 @@ class Communicator {
   void reduceScatter(const void* in, void* out, size_t countPerRank, DType dtype, ReduceOp op);
   void barrier();
 
+  // Collective: a buffer of `numBytes` per rank that every rank of this host maps
+  // (shared_buffers.h); an in-place allReduce of data inside it takes the zero-copy
+  // algorithms. Every rank must pass the same size: otherwise every rank throws
+  // MismatchError naming the sizes, and the group stays usable. Without local peers the
+  // buffer is private memory. The id is the allocation's sequence number (equal on all ranks).
+  std::shared_ptr<SharedRegion> allocateShared(size_t numBytes);
+
   // Tagged point-to-point over the TCP connection to `peer` (ordered per peer pair).
   std::unique_ptr<transport::PendingOp> postSend(const void* data, size_t numBytes, int peer, uint64_t tag);
   std::unique_ptr<transport::PendingOp> postRecv(void* data, size_t numBytes, int peer, uint64_t tag);
@@ -93,6 +102,9 @@ class Communicator {
   CollSignature nextSignature(CollKind kind, size_t count, DType dtype, ReduceOp op, int root);
   template <typename Fn>
   void guarded(const CollSignature& sig, Fn&& fn);
+  void allGatherWith(const CollSignature& sig, const void* in, void* out, size_t countPerRank, DType dtype);
+  void runAllReduce(AllReduceAlgo algo, const CollSignature& sig, const SharedPlace& place, const void* in,
+                    void* out);
   // After a failure: tell the peers (store record, shm abort, closed connections) and
   // rethrow, as the first failing rank's error when another rank failed first.
   [[noreturn]] void failAndRethrow(const CollSignature& sig, std::exception_ptr error);
@@ -114,6 +126,7 @@ class Communicator {
   AllReduceAlgo lastAlgo_ = AllReduceAlgo::kTcpRing;
   bool warnedForcedAlgo_ = false;
   Scratch scratch_, packed_;
+  SharedRegistry shared_;
 };
 
 }  // namespace strata::collectives
