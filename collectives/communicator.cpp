@@ -128,6 +128,8 @@ LinkSet Communicator::allLinks() {
 bool Communicator::useShmOnly() const { return shm_ && topo_.numHosts == 1; }
 
 CollSignature Communicator::nextSignature(CollKind kind, size_t count, DType dtype, ReduceOp op, int root) {
+  STRATA_CHECK(isCollectiveDType(dtype), "collectives do not take ", dtypeName(dtype),
+               " buffers (float32, float64, float16, bfloat16, int32, int64, uint8)");
   CollSignature sig;
   sig.seq = ++seq_;
   sig.kind = kind;

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/errors.h"
+
 namespace strata::collectives {
 namespace {
 
@@ -143,7 +145,12 @@ void dispatchDType(DType dtype, Fn&& fn) {
     case DType::kInt32: return fn(int32_t{});
     case DType::kInt64: return fn(int64_t{});
     case DType::kUInt8: return fn(uint8_t{});
+    case DType::kInt8:
+    case DType::kInt16:
+    case DType::kBool:
+    case DType::kString: break;  // refused where the collective starts (isCollectiveDType)
   }
+  STRATA_THROW(Error, "reduction of ", dtypeName(dtype), " buffers is not supported");
 }
 
 }  // namespace

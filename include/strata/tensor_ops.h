@@ -22,5 +22,7 @@ void barrier(Group* group = nullptr);
 
 // The strata dtype of a tensor; throws strata::Error naming the dtype when unsupported.
 DType toDType(const c10::ScalarType type);
+// Any tensor type Strata knows (the debugger's too: int8, int16, bool): false for others.
+bool dtypeOf(c10::ScalarType type, DType* out);
 
 }  // namespace strata

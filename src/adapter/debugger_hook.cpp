@@ -10,25 +10,10 @@
 #include "debugger/naming.h"
 #include "debugger/torch_hook.h"
 #include "strata/debugger.h"
+#include "strata/tensor_ops.h"
 
 namespace strata::debugger {
 namespace {
-
-bool toDebuggerDType(c10::ScalarType type, DType* out) {
-  switch (type) {
-    case c10::ScalarType::Float: *out = DType::kFloat32; return true;
-    case c10::ScalarType::Double: *out = DType::kFloat64; return true;
-    case c10::ScalarType::Half: *out = DType::kFloat16; return true;
-    case c10::ScalarType::BFloat16: *out = DType::kBFloat16; return true;
-    case c10::ScalarType::Char: *out = DType::kInt8; return true;
-    case c10::ScalarType::Short: *out = DType::kInt16; return true;
-    case c10::ScalarType::Int: *out = DType::kInt32; return true;
-    case c10::ScalarType::Long: *out = DType::kInt64; return true;
-    case c10::ScalarType::Byte: *out = DType::kUInt8; return true;
-    case c10::ScalarType::Bool: *out = DType::kBool; return true;
-    default: return false;
-  }
-}
 
 std::atomic<TorchHook*> gActiveHook{nullptr};
 
@@ -46,7 +31,7 @@ TorchHook::TorchHook(const config::DebuggerConfig& config, HookOptions options)
 bool TorchHook::saveTensor(const std::string& name, const at::Tensor& tensor) {
   if (!tensor.defined() || !hook_.wantsTensor(name)) return false;
   DType dtype;
-  if (!toDebuggerDType(tensor.scalar_type(), &dtype) || tensor.is_sparse() || tensor.is_quantized()) {
+  if (!dtypeOf(tensor.scalar_type(), &dtype) || tensor.is_sparse() || tensor.is_quantized()) {
     STRATA_LOG(kWarn, kAllSubsys, "debugger: not saving \"", name, "\": unsupported tensor type ",
                tensor.toString());
     return false;

@@ -11,22 +11,32 @@ Group& groupOr(Group* group) { return group ? *group : world(); }
 void checkTensor(const torch::Tensor& t, const char* what) {
   STRATA_CHECK(t.defined(), what, ": the tensor is undefined");
   STRATA_CHECK(t.device().is_cpu(), what, ": tensor on ", t.device().str(),
-               " (this build of libtorch is CPU-only; CUDA tensors go through the NCCL transport)");
+               " (only CPU tensors are supported: the NCCL communicator is not wired to tensors yet)");
 }
 
 }  // namespace
 
-DType toDType(const c10::ScalarType type) {
+bool dtypeOf(c10::ScalarType type, DType* out) {
   switch (type) {
-    case c10::ScalarType::Float: return DType::kFloat32;
-    case c10::ScalarType::Double: return DType::kFloat64;
-    case c10::ScalarType::Half: return DType::kFloat16;
-    case c10::ScalarType::BFloat16: return DType::kBFloat16;
-    case c10::ScalarType::Int: return DType::kInt32;
-    case c10::ScalarType::Long: return DType::kInt64;
-    case c10::ScalarType::Byte: return DType::kUInt8;
-    default: STRATA_THROW(Error, "collectives do not support tensors of dtype ", c10::toString(type));
+    case c10::ScalarType::Float: *out = DType::kFloat32; return true;
+    case c10::ScalarType::Double: *out = DType::kFloat64; return true;
+    case c10::ScalarType::Half: *out = DType::kFloat16; return true;
+    case c10::ScalarType::BFloat16: *out = DType::kBFloat16; return true;
+    case c10::ScalarType::Char: *out = DType::kInt8; return true;
+    case c10::ScalarType::Short: *out = DType::kInt16; return true;
+    case c10::ScalarType::Int: *out = DType::kInt32; return true;
+    case c10::ScalarType::Long: *out = DType::kInt64; return true;
+    case c10::ScalarType::Byte: *out = DType::kUInt8; return true;
+    case c10::ScalarType::Bool: *out = DType::kBool; return true;
+    default: return false;
   }
+}
+
+DType toDType(const c10::ScalarType type) {
+  DType dtype;
+  STRATA_CHECK(dtypeOf(type, &dtype) && isCollectiveDType(dtype), "collectives do not support tensors of dtype ",
+               c10::toString(type));
+  return dtype;
 }
 
 void allreduce(torch::Tensor& tensor, ReduceOp op, Group* group) {

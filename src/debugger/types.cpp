@@ -10,64 +10,10 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the debugger assumes a
 
 namespace strata::debugger {
 
-const char* modeName(Mode mode) {
-  switch (mode) {
-    case Mode::kTrain: return "TRAIN";
-    case Mode::kEval: return "EVAL";
-    case Mode::kPredict: return "PREDICT";
-    case Mode::kGlobal: return "GLOBAL";
-  }
-  return "?";
-}
-
-bool parseModeName(const std::string& name, Mode* out) {
-  for (Mode m : kAllModes) {
-    if (name == modeName(m)) {
-      *out = m;
-      return true;
-    }
-  }
-  return false;
-}
-
 bool parseModeNumber(int number, Mode* out) {
   if (number < 1 || number > 4) return false;
   *out = static_cast<Mode>(number);
   return true;
-}
-
-const char* dtypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32: return "float32";
-    case DType::kFloat64: return "float64";
-    case DType::kFloat16: return "float16";
-    case DType::kBFloat16: return "bfloat16";
-    case DType::kInt8: return "int8";
-    case DType::kInt16: return "int16";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
-    case DType::kUInt8: return "uint8";
-    case DType::kBool: return "bool";
-    case DType::kString: return "string";
-  }
-  return "?";
-}
-
-size_t dtypeBytes(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat64:
-    case DType::kInt64: return 8;
-    case DType::kFloat32:
-    case DType::kInt32: return 4;
-    case DType::kFloat16:
-    case DType::kBFloat16:
-    case DType::kInt16: return 2;
-    case DType::kInt8:
-    case DType::kUInt8:
-    case DType::kBool: return 1;
-    case DType::kString: return 0;
-  }
-  return 0;
 }
 
 DType storedDType(DType dtype) {

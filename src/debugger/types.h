@@ -7,36 +7,26 @@
 #include <string>
 #include <vector>
 
+#include "strata/types.h"
+
 namespace strata::debugger {
 
-// smdebug ModeKeys, with their numbers (core/modes.py): the event's "mode" plugin content is
-// the number, the index JSON's meta.mode is the name.
-enum class Mode : int { kTrain = 1, kEval = 2, kPredict = 3, kGlobal = 4 };
-inline constexpr Mode kAllModes[] = {Mode::kTrain, Mode::kEval, Mode::kPredict, Mode::kGlobal};
-
-const char* modeName(Mode mode);  // "TRAIN", "EVAL", "PREDICT", "GLOBAL"
-// Parses a mode name (exact, upper case); false when unknown.
-bool parseModeName(const std::string& name, Mode* out);
+// smdebug ModeKeys (strata/types.h): the event's "mode" plugin content is the number, the
+// index JSON's meta.mode is the name (modeName).
+using strata::kAllModes;
+using strata::Mode;
+using strata::modeName;
+using strata::parseModeName;
 // Parses the event's numeric content "1".."4"; false when unknown.
 bool parseModeNumber(int number, Mode* out);
 
-// Element types a caller may hand to the writer, and those a reader may meet.
-enum class DType {
-  kFloat32,
-  kFloat64,
-  kFloat16,
-  kBFloat16,  // never stored: converted to float32 (smdebug's reader has no bfloat16)
-  kInt8,      // never stored: converted to int32 (smdebug's reader maps DT_INT8 to uint8)
-  kInt16,     // never stored: converted to int32 (smdebug's reader has no int16)
-  kInt32,
-  kInt64,
-  kUInt8,
-  kBool,
-  kString,    // read only (smdebug writes string tensors in string_val)
-};
-
-const char* dtypeName(DType dtype);  // "float32", "bfloat16", ...
-size_t dtypeBytes(DType dtype);      // element size; 0 for kString
+// Element types (strata/types.h) a caller may hand to the writer, and those a reader may
+// meet. Never stored as such: bfloat16 (converted to float32: smdebug's reader has none),
+// int8 and int16 (converted to int32: smdebug's reader maps DT_INT8 to uint8 and has no
+// int16). Read only: string (smdebug writes string tensors in string_val).
+using strata::DType;
+using strata::dtypeBytes;
+using strata::dtypeName;
 // The type a tensor of `dtype` is stored as: one the smdebug reader maps
 // (float32/64, float16, int32/64, uint8, bool; specs/smdebug.md §8.7).
 DType storedDType(DType dtype);

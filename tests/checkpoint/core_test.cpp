@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "checkpoint/atomic_file.h"
+#include "core/atomic_file.h"
 #include "checkpoint/catalog.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/sha256.h"
@@ -137,28 +137,6 @@ TEST(Manifest, DirectoryNamesSortLikeSteps) {
   EXPECT_FALSE(parseCheckpointDirName("step-00000000012x"));
   EXPECT_FALSE(parseCheckpointDirName("other-000000000120"));
   EXPECT_LT(checkpointDirName(99), checkpointDirName(100));
-}
-
-TEST(AtomicFile, CommitPublishesAndAbandonLeavesNothing) {
-  TempDir dir;
-  const std::string path = dir.str() + "/shard.pt";
-  {
-    AtomicFileWriter w(path);
-    w.write("hello", 5);
-    EXPECT_FALSE(fs::exists(path));  // only the temporary exists before commit
-    EXPECT_TRUE(fs::exists(temporaryPathFor(path)));
-    EXPECT_EQ(w.commit(), sha256Hex("hello", 5));
-  }
-  EXPECT_EQ(readText(path), "hello");
-  EXPECT_FALSE(fs::exists(temporaryPathFor(path)));
-  {
-    AtomicFileWriter w(path);
-    w.write("torn", 4);
-    // destroyed without commit: a writer that failed half-way
-  }
-  EXPECT_EQ(readText(path), "hello");
-  EXPECT_FALSE(fs::exists(temporaryPathFor(path)));
-  EXPECT_TRUE(isTemporaryName(fs::path(temporaryPathFor(path)).filename().string()));
 }
 
 TEST(Finder, TakesTheNewestCompleteCheckpoint) {

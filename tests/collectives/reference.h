@@ -5,6 +5,7 @@
 
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
+#include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>
@@ -30,7 +31,12 @@ void withType(DType dtype, Fn&& fn) {
     case DType::kInt32: return fn(int32_t{});
     case DType::kInt64: return fn(int64_t{});
     case DType::kUInt8: return fn(uint8_t{});
+    case DType::kInt8:
+    case DType::kInt16:
+    case DType::kBool:
+    case DType::kString: break;
   }
+  ADD_FAILURE() << "the collectives do not take " << dtypeName(dtype);
 }
 
 // The bytes of `count` inputs of `rank`.

@@ -139,6 +139,11 @@ NcclDataType toNcclDataType(DType dtype) {
       return NcclDataType::kInt64;
     case DType::kUInt8:
       return NcclDataType::kUint8;
+    case DType::kInt8:
+    case DType::kInt16:
+    case DType::kBool:
+    case DType::kString:
+      break;
   }
   STRATA_THROW(Error, "toNcclDataType: invalid DType value ", static_cast<int>(dtype));
 }
