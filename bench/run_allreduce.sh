@@ -73,4 +73,4 @@ run_quiet np2_tcp 2 -x STRATA_TRANSPORT=tcp -- "$@"
 # Medians of the 2-rank runs (overall and per host mode), in the benchmark's table shape.
 names=()
 for i in $(seq 1 "$RUNS"); do names+=("$OUT/np2_run$i"); done
-/usr/bin/env python3 "$ROOT/bench/summarize.py" runs "${names[@]}" | tee "$OUT/np2_median.txt"
+/usr/bin/python3 "$ROOT/bench/summarize.py" runs "${names[@]}" | tee "$OUT/np2_median.txt"

@@ -54,7 +54,7 @@ for ((r = 0; r < REPEATS; r++)); do
     rm -rf "$dir"
   done
 done
-python3 - "$results" <<'PY'
+/usr/bin/python3 - "$results" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if not l.startswith("#")]
 by = {}

@@ -53,4 +53,4 @@ for k in $(seq 1 "$ROUNDS"); do
   done
 done
 
-/usr/bin/env python3 "$ROOT/bench/summarize.py" sweep "$OUT" "$ROUNDS" $CONFIGS | tee "$OUT/summary.txt"
+/usr/bin/python3 "$ROOT/bench/summarize.py" sweep "$OUT" "$ROUNDS" $CONFIGS | tee "$OUT/summary.txt"

@@ -78,8 +78,9 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<bootstrap::St
     transport::TransportOptions to;
     to.timeout = opts.timeout;
     to.jobSecret = opts.jobSecret;
-    to.tls = opts.tls;
+    to.encryptInterHost = opts.encryptInterHost;
     to.advertiseHost = opts.advertiseHost;
+    to.bindHost = opts.bindHost;
     c->tcp_ = transport::makeTcpTransport(to);
     std::vector<transport::PeerInfo> others;
     for (const auto& p : peers)

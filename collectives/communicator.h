@@ -33,9 +33,10 @@ struct CommOptions {
   int shmSpinsBeforeYield = -1;  // -1: from the domain's cores (ShmDomain::spinsForCores)
   size_t chunkBytes = 0;  // 0: defaultChunkBytes() for this host's ranks and cores
   size_t directBlockBytes = 0;  // cache blocking of shm_direct; 0: defaultDirectBlockBytes()
-  std::string jobSecret;
-  bool tls = false;                    // TLS on TCP connections, keyed by jobSecret (STRATA_TLS)
+  std::string jobSecret;               // every TCP connection proves it (transport/tcp/handshake.h)
+  bool encryptInterHost = false;       // TLS between ranks of different hosts, keyed by jobSecret
   std::string advertiseHost;           // address peers use to reach this rank's TCP listener
+  std::string bindHost;                // address the TCP listener binds; empty: all interfaces
   bool connectTcp = true;              // false: shared memory only (single host)
 };
 
@@ -89,6 +90,11 @@ class Communicator {
   // Tagged point-to-point over the TCP connection to `peer` (ordered per peer pair).
   std::unique_ptr<transport::PendingOp> postSend(const void* data, size_t numBytes, int peer, uint64_t tag);
   std::unique_ptr<transport::PendingOp> postRecv(void* data, size_t numBytes, int peer, uint64_t tag);
+
+  // The TCP connection to group rank `peer`; null for self or without TCP (tests, logs).
+  const transport::Connection* connection(int peer) const {
+    return peer >= 0 && peer < static_cast<int>(conns_.size()) ? conns_[peer].get() : nullptr;
+  }
 
   // Marks the communicator failed (also for the peers on this host).
   void abort(const std::string& reason);

@@ -29,11 +29,22 @@
 // Every call here is collective over the world (every rank calls it, in the same order) and
 // throws strata::Error on every rank if any rank failed to write its part; a failed save
 // never leaves a checkpoint that resume would take.
+//
+// Asynchronous checkpoints ("checkpoint": {"async": true}, CheckpointManager only): a save
+// copies the state into reused host buffers at the step boundary (an extra copy of the
+// checkpointed state in host memory) and a background thread ("strata-ckpt") writes and
+// publishes it, with the same files, checksums and manifest-last commit, while training goes
+// on. At most one write is in flight: the next save first waits for the previous one, and
+// throws on every rank if it failed (it is also logged at once, with the rank). A stop
+// request (SIGTERM/SIGINT) waits for the write in flight and then for the final checkpoint,
+// so exit code 75 still means "a complete checkpoint of the step it stopped at".
+// strata::finalize() waits for the write in flight and joins the thread.
 #pragma once
 
 #include <torch/nn/module.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -87,7 +98,28 @@ struct CheckpointOptions {
   int resume = -1;           // -1: checkpoint.resume; 0: no; 1: yes
   int keep = -1;             // -1: checkpoint.keep
   int partial = -1;          // -1: partial when model parallel, full otherwise
+  int async = -1;            // -1: checkpoint.async; 0: write at the step boundary; 1: in the background
 };
+
+// What saving costs the training loop (CheckpointManager::stats()).
+struct CheckpointStats {
+  int64_t saves = 0;            // checkpoints taken
+  int64_t backgroundSaves = 0;  // of which written in the background
+  int64_t waitedSaves = 0;      // saves that found the previous background write in flight and waited
+  double lastStallMs = 0;       // the training thread's time in the last save (a synchronous one: the write)
+  double lastWaitMs = 0;        // of which waiting for the previous background write
+  double lastSnapshotMs = 0;    // of which copying the state (background saves)
+  double maxStallMs = 0;
+  double totalStallMs = 0;
+  double totalWaitMs = 0;
+  uint64_t snapshotBytes = 0;   // host memory this rank keeps for snapshots
+  int64_t inFlightStep = -1;    // the step being written in the background, or -1
+  bool waiting = false;         // a save is waiting for the previous background write right now
+};
+
+namespace detail {
+class AsyncCheckpointer;
+}
 
 // Automatic checkpoints from the job config's "checkpoint" section, resume, and stopping on
 // SIGTERM/SIGINT. Constructing one installs the SIGTERM/SIGINT handlers (a signal asks to
@@ -96,6 +128,11 @@ class CheckpointManager {
  public:
   CheckpointManager(DistributedModel& model, DistributedOptimizer& optimizer, DistributedSampler* sampler = nullptr,
                     CheckpointOptions options = {});
+  // Waits for a background write in flight (a failure nobody collected is logged). Not
+  // collective; never throws.
+  ~CheckpointManager();
+  CheckpointManager(const CheckpointManager&) = delete;
+  CheckpointManager& operator=(const CheckpointManager&) = delete;
 
   // With resume on: loads the newest complete checkpoint. Returns the steps it had completed
   // (where to continue), 0 when resume is off or there is none. Collective.
@@ -105,15 +142,26 @@ class CheckpointManager {
 
   // Call after every training step with the number of steps completed. Saves when
   // every_steps divides it, or when strata::should_stop() says every rank should stop; then
-  // returns true (leave the training loop). Collective.
+  // returns true (leave the training loop) once that checkpoint is complete, also when it
+  // was written in the background. Collective.
   bool after_step(int64_t stepsDone, int64_t epoch = 0);
-  // Saves now (collective).
+  // Saves now (collective). Returns the checkpoint's directory; with async on, it is complete
+  // once the background write is published (wait()).
   std::string save(int64_t stepsDone, int64_t epoch = 0);
+  // Waits until the background write in flight (if any) is published. Collective; throws
+  // strata::Error on every rank when it failed on any.
+  void wait();
+  // Whether saves are written in the background (async on, and an optimizer whose state can
+  // be copied: SGD, Adam, AdamW, Adagrad, RMSprop; others are saved synchronously).
+  bool async() const { return async_ != 0; }
+  // Thread-safe.
+  CheckpointStats stats() const;
 
   // Whether a signal (on any rank) stopped training.
   bool stopped_by_signal() const { return stoppedBySignal_; }
-  // kExitStopped after a signal stop, else 0: what main() should return.
-  int exit_code() const { return stoppedBySignal_ ? kExitStopped : 0; }
+  // kExitStopped after a signal stop, else 0: what main() should return. Waits for a
+  // background write in flight; kExitFailed when one failed and no call reported it.
+  int exit_code() const;
   const std::string& dir() const { return options_.dir; }
   const std::string& last_saved() const { return lastSaved_; }
 
@@ -126,6 +174,8 @@ class CheckpointManager {
   int64_t lastSavedStep_ = -1;
   bool stoppedBySignal_ = false;
   std::string lastSaved_;
+  int async_ = 0;  // resolved: 1 when saves are written in the background
+  std::shared_ptr<detail::AsyncCheckpointer> checkpointer_;  // also finalize's (weakly)
 };
 
 }  // namespace strata

@@ -5,7 +5,10 @@
 
 #include <c10/util/Exception.h>
 
+#include <exception>
 #include <string>
+
+#include "strata/exit_codes.h"
 
 namespace strata {
 
@@ -50,5 +53,12 @@ class BackendError : public Error {
  public:
   using Error::Error;
 };
+
+// The exit status a main() should return for the exception that ended it: kExitConfigError
+// for a ConfigError (a restart cannot help), else kExitFailed (docs/exit_status.md). A
+// ConfigError nobody catches after strata::init() began exits with kExitConfigError too.
+inline int exit_code_for(const std::exception& e) {
+  return dynamic_cast<const ConfigError*>(&e) != nullptr ? kExitConfigError : kExitFailed;
+}
 
 }  // namespace strata

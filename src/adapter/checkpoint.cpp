@@ -1,6 +1,7 @@
-// strata::save / strata::load / CheckpointManager: the libtorch side of checkpoints. The
-// torch-free core (src/checkpoint/) owns the on-disk protocol; this file turns the training
-// state into archives and runs the collective steps (see checkpoint/writer.h for the order).
+// strata::save / strata::load: the libtorch side of synchronous checkpoints. The torch-free
+// core (src/checkpoint/) owns the on-disk protocol; checkpoint_state.cpp turns the training
+// state into archives; this file runs the collective steps (checkpoint/writer.h gives the
+// order). CheckpointManager: checkpoint_manager.cpp; background writes: checkpoint_async.cpp.
 #include "strata/checkpoint.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -15,16 +16,16 @@
 #include <map>
 #include <mutex>
 
-#include "core/atomic_file.h"
+#include "adapter/checkpoint_state.h"
 #include "checkpoint/catalog.h"
+#include "checkpoint/publication.h"
 #include "checkpoint/writer.h"
+#include "core/atomic_file.h"
 #include "core/errors.h"
 #include "core/logging.h"
 #include "debugger/torch_hook.h"
 #include "profiler/session.h"
 #include "runtime/runtime_internal.h"
-#include "runtime/signals.h"
-#include "runtime/stop.h"
 #include "strata/runtime.h"
 
 namespace strata {
@@ -35,70 +36,10 @@ namespace ck = strata::checkpoint;
 using torch::serialize::InputArchive;
 using torch::serialize::OutputArchive;
 
-// Sub-archive names. Module::load reads only the module's own keys, so a full checkpoint's
-// extra state never disturbs torch::load(module, path).
-constexpr const char* kStateKey = "strata_state";
-constexpr const char* kLocalKey = "strata_local";
-
-// What every rank reports after writing its part: gathered so that all ranks agree on
-// success, and a failure names the rank and its error.
-struct ShardRecord {
-  int32_t ok = 1;
-  int32_t wrote = 0;
-  int32_t rank = 0;
-  int32_t ppRank = 0;
-  uint64_t bytes = 0;
-  char sha256[64] = {};
-  char error[184] = {};
-};
-static_assert(sizeof(ShardRecord) == 272, "fixed-size record for allgather");
-
-std::vector<ShardRecord> gatherRecords(const ShardRecord& mine) {
-  std::vector<ShardRecord> all(world().size());
-  world().allgather(&mine, all.data(), sizeof(ShardRecord), DType::kUInt8);
-  return all;
-}
-
-void copyText(char* out, size_t capacity, const std::string& text) {
-  std::memset(out, 0, capacity);
-  std::memcpy(out, text.data(), std::min(capacity - 1, text.size()));
-}
-
-// Throws on every rank when any rank failed, naming the first failure.
-void checkAllOk(const std::vector<ShardRecord>& records, const std::string& what) {
-  for (size_t r = 0; r < records.size(); ++r)
-    STRATA_CHECK(records[r].ok, what, " failed on rank ", r, ": ",
-                 std::string(records[r].error, strnlen(records[r].error, sizeof(records[r].error))));
-}
-
-// Agrees on one flag (and the failure text of the lowest failing rank) across the world.
-void agreeOrThrow(bool ok, const std::string& error, const std::string& what) {
-  ShardRecord mine;
-  mine.ok = ok ? 1 : 0;
-  mine.rank = world().rank();
-  copyText(mine.error, sizeof(mine.error), error);
-  checkAllOk(gatherRecords(mine), what);
-}
-
-std::string trimmed(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  return text;
-}
-
-torch::Tensor cpuRngState() {
-  auto gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  return gen.get_state();
-}
-
 void setCpuRngState(const torch::Tensor& state) {
   auto gen = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(gen.mutex());
   gen.set_state(state);
-}
-
-torch::Tensor int64Tensor(const std::vector<int64_t>& values) {
-  return torch::tensor(at::ArrayRef<int64_t>(values), torch::kInt64);
 }
 
 std::vector<int64_t> readInt64s(InputArchive& archive, const std::string& key) {
@@ -108,26 +49,11 @@ std::vector<int64_t> readInt64s(InputArchive& archive, const std::string& key) {
   return std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
 }
 
-torch::Tensor textTensor(const std::string& text) {
-  torch::Tensor t = torch::empty({static_cast<int64_t>(text.size())}, torch::kUInt8);
-  if (!text.empty()) std::memcpy(t.data_ptr(), text.data(), text.size());
-  return t;
-}
-
 std::string readText(InputArchive& archive, const std::string& key) {
   torch::Tensor t;
   archive.read(key, t, /*is_buffer=*/true);
   t = t.contiguous();
   return std::string(static_cast<const char*>(t.data_ptr()), static_cast<size_t>(t.numel()));
-}
-
-// The debugger hook's counters as [global, train, eval, predict, global-mode].
-std::vector<int64_t> debuggerCounters() {
-  debugger::StepCounters c;
-  if (debugger::TorchHook* hook = debugger::activeHook()) c = hook->core().counters();
-  std::vector<int64_t> out{c.globalStep};
-  out.insert(out.end(), c.modeSteps.begin(), c.modeSteps.end());
-  return out;
 }
 
 void restoreDebuggerCounters(const std::vector<int64_t>& values) {
@@ -143,67 +69,6 @@ void restoreDebuggerCounters(const std::vector<int64_t>& values) {
   c.globalStep = values[0];
   for (size_t i = 0; i < 4; ++i) c.modeSteps[i] = values[i + 1];
   hook->core().restoreCounters(c);
-}
-
-struct StateToSave {
-  int64_t step = 0;
-  int64_t epoch = 0;
-  std::vector<torch::Tensor> rngStates;  // full: every rank's; partial: this rank's
-};
-
-// Strata's own state: optimizer, counters, RNG, sampler.
-void writeState(OutputArchive& root, DistributedModel& model, DistributedOptimizer& optimizer,
-                DistributedSampler* sampler, const StateToSave& s) {
-  OutputArchive state;
-  OutputArchive opt;
-  optimizer.optimizer().save(opt);
-  state.write("optimizer", opt);
-  state.write("counters", int64Tensor({s.step, s.epoch, model.steps_taken(), world().size(), model.pp_size()}),
-              /*is_buffer=*/true);
-  state.write("debugger_counters", int64Tensor(debuggerCounters()), /*is_buffer=*/true);
-  state.write("rng_ranks", int64Tensor({static_cast<int64_t>(s.rngStates.size())}), /*is_buffer=*/true);
-  for (size_t r = 0; r < s.rngStates.size(); ++r)
-    state.write("rng_cpu_" + std::to_string(r), s.rngStates[r], /*is_buffer=*/true);
-  if (sampler) {
-    OutputArchive samplerArchive;
-    sampler->save(samplerArchive);
-    state.write("sampler", samplerArchive);
-  }
-  root.write(kStateKey, state);
-}
-
-// This rank's parameters and buffers by their path in the model (a pipeline stage's own).
-void writeLocalTensors(OutputArchive& root, DistributedModel& model) {
-  OutputArchive local;
-  std::string names;
-  int64_t i = 0;
-  for (const auto& item : model.local_state_dict()) {
-    names += item.key() + "\n";
-    local.write("t" + std::to_string(i++), item.value().detach(), /*is_buffer=*/true);
-  }
-  local.write("names", textTensor(names), /*is_buffer=*/true);
-  root.write(kLocalKey, local);
-}
-
-ck::ShardInfo writeArchive(const std::string& ckptDir, const std::string& file, OutputArchive& archive) {
-  return ck::writeShard(ckptDir, file, [&archive](const ck::ByteSink& sink) {
-    archive.save_to([&sink](const void* data, size_t size) -> size_t {
-      sink(data, size);
-      return size;
-    });
-  });
-}
-
-std::vector<torch::Tensor> gatherRngStates() {
-  const torch::Tensor mine = cpuRngState().contiguous();
-  int64_t sizes[2] = {mine.numel(), -mine.numel()};
-  world().allreduce(sizes, sizes, 2, DType::kInt64, ReduceOp::kMax);
-  STRATA_CHECK(sizes[0] == -sizes[1], "checkpoint: ranks disagree on the CPU generator's state size");
-  torch::Tensor all = torch::empty({world().size(), mine.numel()}, torch::kUInt8);
-  world().allgather(mine.data_ptr(), all.data_ptr(), static_cast<size_t>(mine.numel()), DType::kUInt8);
-  std::vector<torch::Tensor> out;
-  for (int r = 0; r < world().size(); ++r) out.push_back(all[r].clone());
-  return out;
 }
 
 // Rank 0's string on every rank.
@@ -234,62 +99,45 @@ std::string save(const std::string& dir, DistributedModel& model, DistributedOpt
       makeDirectories(dir);
       ck::beginCheckpoint(dir, step);
     } catch (const std::exception& e) {
-      error = trimmed(e.what());
+      error = detail::trimmed(e.what());
     }
   }
-  agreeOrThrow(error.empty(), error, "checkpoint " + ckptDir + ": preparing the directory");
+  detail::agreeOrThrow(error.empty(), error, "checkpoint " + ckptDir + ": preparing the directory");
 
-  StateToSave state;
-  state.step = step;
-  state.epoch = options.epoch;
-  state.rngStates = partial ? std::vector<torch::Tensor>{cpuRngState()} : gatherRngStates();
-  ShardRecord mine;
-  mine.rank = rank;
-  mine.ppRank = model.pp_rank();
+  const detail::ShardContent content = detail::captureLive(model, optimizer, options.sampler, step, options.epoch, partial);
+  ck::ShardRecord mine = ck::makeShardRecord(rank, model.pp_rank());
   if (partial || rank == 0) {
     try {
-      OutputArchive archive;
-      if (partial) {
-        writeLocalTensors(archive, model);
-      } else {
-        model.module()->save(archive);  // the top level torch::load(module, path) reads
-      }
-      writeState(archive, model, optimizer, options.sampler, state);
-      const ck::ShardInfo info = writeArchive(ckptDir, partial ? ck::partialShardFile(rank) : ck::kFullShardFile, archive);
-      mine.wrote = 1;
-      mine.bytes = info.bytes;
-      std::memcpy(mine.sha256, info.sha256.data(), sizeof(mine.sha256));
+      ck::markWritten(mine, detail::writeShardContent(ckptDir, partial ? ck::partialShardFile(rank) : ck::kFullShardFile,
+                                                      content));
     } catch (const std::exception& e) {
-      mine.ok = 0;
-      copyText(mine.error, sizeof(mine.error), trimmed(e.what()));
+      ck::markFailed(mine, detail::trimmed(e.what()));
     }
   }
-  const std::vector<ShardRecord> records = gatherRecords(mine);
-  checkAllOk(records, "checkpoint " + ckptDir + ": writing shards");
+  std::vector<ck::ShardRecord> records(world().size());
+  world().allgather(&mine, records.data(), sizeof(ck::ShardRecord), DType::kUInt8);
+  const std::string shardFailure = ck::firstFailure(records);
+  STRATA_CHECK(shardFailure.empty(), "checkpoint ", ckptDir, ": writing shards ", shardFailure);
 
   if (rank == 0) {
     try {
-      ck::Manifest m;
-      m.step = step;
-      m.epoch = options.epoch;
-      m.kind = partial ? ck::Kind::kPartial : ck::Kind::kFull;
-      m.worldSize = world().size();
-      m.ppSize = model.pp_size();
-      m.dpSize = m.worldSize / m.ppSize;
-      m.createdUtc = ck::utcNow();
-      for (const ShardRecord& r : records) {
-        if (!r.wrote) continue;
-        m.shards.push_back({partial ? ck::partialShardFile(r.rank) : ck::kFullShardFile, r.rank, r.ppRank, r.bytes,
-                            std::string(r.sha256, sizeof(r.sha256))});
-      }
-      ck::commitManifest(ckptDir, m);
+      ck::ManifestHeader header;
+      header.step = step;
+      header.epoch = options.epoch;
+      header.kind = partial ? ck::Kind::kPartial : ck::Kind::kFull;
+      header.worldSize = world().size();
+      header.ppSize = model.pp_size();
+      header.createdUtc = ck::utcNow();
+      const ck::PublishDecision d = ck::decidePublication(records, header);
+      STRATA_CHECK(d.publish, d.why);
+      ck::commitManifest(ckptDir, d.manifest);
       for (const auto& removed : ck::pruneCheckpoints(dir, keep))
         STRATA_LOG(kDebug, kInit, "checkpoint: pruned ", removed);
     } catch (const std::exception& e) {
-      error = trimmed(e.what());
+      error = detail::trimmed(e.what());
     }
   }
-  agreeOrThrow(error.empty(), error, "checkpoint " + ckptDir + ": writing the manifest");
+  detail::agreeOrThrow(error.empty(), error, "checkpoint " + ckptDir + ": writing the manifest");
   STRATA_LOG(kInfo, kInit, "checkpoint saved: ", ckptDir, " (", partial ? "partial" : "full", ", step ", step, ")");
   return ckptDir;
 }
@@ -310,10 +158,10 @@ std::string chooseCheckpoint(const std::string& dir) {
         chosen = found->path;
       }
     } catch (const std::exception& e) {
-      error = trimmed(e.what());
+      error = detail::trimmed(e.what());
     }
   }
-  agreeOrThrow(error.empty(), error, "finding a checkpoint in " + dir);
+  detail::agreeOrThrow(error.empty(), error, "finding a checkpoint in " + dir);
   return broadcastString(chosen);
 }
 
@@ -329,7 +177,7 @@ InputArchive readArchive(const std::string& path, uint64_t expectedBytes) {
 // Copies a shard's named tensors into the model (every rank holds the whole module).
 void loadLocalTensors(InputArchive& root, DistributedModel& model, const std::string& source) {
   InputArchive local;
-  root.read(kLocalKey, local);
+  root.read(detail::kLocalArchiveKey, local);
   std::map<std::string, torch::Tensor> targets;
   for (const auto& p : model.module()->named_parameters(true)) targets.emplace(p.key(), p.value());
   for (const auto& b : model.module()->named_buffers(true)) targets.emplace(b.key(), b.value());
@@ -392,7 +240,7 @@ struct RestoreWhat {
 void loadState(InputArchive& root, DistributedModel& model, DistributedOptimizer& optimizer,
                const LoadOptions& options, RestoreWhat what, LoadResult* result) {
   InputArchive state;
-  root.read(kStateKey, state);
+  root.read(detail::kStateArchiveKey, state);
   InputArchive opt;
   state.read("optimizer", opt);
   optimizer.optimizer().load(opt);
@@ -470,9 +318,9 @@ std::optional<LoadResult> load(const std::string& dir, DistributedModel& model, 
                  " pipeline stage(s); now ", world().size(), " and ", model.pp_size(),
                  ": model and optimizer restored, the sampler starts its epoch from the beginning");
   } catch (const std::exception& e) {
-    error = trimmed(e.what());
+    error = detail::trimmed(e.what());
   }
-  agreeOrThrow(error.empty(), error, "loading checkpoint " + chosen);
+  detail::agreeOrThrow(error.empty(), error, "loading checkpoint " + chosen);
   STRATA_LOG(kInfo, kInit, "checkpoint loaded: ", chosen, " (step ", result.step, ", epoch ", result.epoch, ")");
   return result;
 }
@@ -481,57 +329,6 @@ void load_module(const std::string& path, torch::nn::Module& module) {
   InputArchive archive;
   archive.load_from(path);
   loadModuleInPlace(archive, module, path);
-}
-
-CheckpointManager::CheckpointManager(DistributedModel& model, DistributedOptimizer& optimizer,
-                                     DistributedSampler* sampler, CheckpointOptions options)
-    : model_(model), optimizer_(optimizer), sampler_(sampler), options_(std::move(options)) {
-  const config::CheckpointConfig& cfg = runtime::jobConfig().checkpoint;
-  if (options_.dir.empty()) options_.dir = cfg.dir;
-  if (options_.everySteps < 0) options_.everySteps = cfg.everySteps;
-  if (options_.resume < 0) options_.resume = cfg.resume ? 1 : 0;
-  if (options_.keep < 0) options_.keep = cfg.keep;
-  if (options_.partial < 0) options_.partial = model.pp_size() > 1 || model.model_parallel() ? 1 : 0;
-  runtime::installStopSignalHandlers();
-}
-
-int64_t CheckpointManager::resume() {
-  if (!options_.resume) return 0;
-  LoadOptions lo;
-  lo.sampler = sampler_;
-  const std::optional<LoadResult> r = load(options_.dir, model_, optimizer_, lo);
-  if (!r) {
-    STRATA_LOG(kInfo, kInit, "checkpoint: nothing to resume in ", options_.dir, "; starting from step 0");
-    return 0;
-  }
-  epoch_ = r->epoch;
-  lastSavedStep_ = r->step;
-  return r->step;
-}
-
-bool CheckpointManager::after_step(int64_t stepsDone, int64_t epoch) {
-  const bool due = options_.everySteps > 0 && stepsDone % options_.everySteps == 0;
-  const bool stop = should_stop();
-  if (stop) {
-    // Did a signal (on any rank) ask? Then the process exits with kExitStopped.
-    int32_t signal = runtime::localStopCause() == runtime::StopCause::kSignal ? 1 : 0;
-    if (size() > 1) world().allreduce(&signal, &signal, 1, DType::kInt32, ReduceOp::kMax);
-    stoppedBySignal_ = signal != 0;
-  }
-  if ((due || stop) && stepsDone != lastSavedStep_) save(stepsDone, epoch);
-  return stop;
-}
-
-std::string CheckpointManager::save(int64_t stepsDone, int64_t epoch) {
-  SaveOptions so;
-  so.partial = options_.partial != 0;
-  so.step = stepsDone;
-  so.epoch = epoch;
-  so.sampler = sampler_;
-  so.keep = options_.keep;
-  lastSaved_ = strata::save(options_.dir, model_, optimizer_, so);
-  lastSavedStep_ = stepsDone;
-  return lastSaved_;
 }
 
 }  // namespace strata

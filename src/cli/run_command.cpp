@@ -1,11 +1,15 @@
 // `strata run --max-restarts N -- mpirun -np 4 ./train --config job.json`: runs a training
-// job and restarts it when it fails (a rank died, a node was lost), up to N times. The job
-// resumes from its newest complete checkpoint by itself (checkpoint.resume in its config);
-// this command only decides whether to run it again (checkpoint/restart_policy.h):
-// success, or a stop after SIGTERM/SIGINT (exit code strata::kExitStopped), ends the loop.
+// job and restarts it when it fails (a rank died, a node was lost) or was interrupted from
+// outside after a checkpoint (exit 75), up to N times; a config error (exit 78) or success
+// ends the loop. The job resumes from its newest complete checkpoint by itself
+// (checkpoint.resume in its config); this command only decides whether to run it again
+// (checkpoint/restart_policy.h, docs/exit_status.md).
 //
-// SIGTERM/SIGINT sent to `strata run` are forwarded to the command and end the loop. Every
-// attempt gets STRATA_RESTART_COUNT=<restarts so far> in its environment.
+// SIGTERM/SIGINT sent to `strata run` end the loop and are passed on to the command as its
+// stop signal (--stop-signal): by default SIGUSR1 when the command is Open MPI's
+// mpirun/mpiexec/orterun, which forwards SIGUSR1 to every rank but answers SIGTERM by
+// killing the job and exiting 1; the ranks then checkpoint and exit 75, and so does mpirun.
+// Every attempt gets STRATA_RESTART_COUNT=<restarts so far> in its environment.
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -31,12 +35,18 @@ namespace {
 namespace ck = strata::checkpoint;
 
 std::atomic<pid_t> childPid{0};
-std::atomic<int> forwardedSignal{0};
+std::atomic<int> forwardedSignal{0};  // what we received (0: nothing)
+std::atomic<int> stopSignal{0};       // what the command gets instead (0: the same signal)
+
+int signalForChild(int received) {
+  const int translated = stopSignal.load();
+  return translated != 0 ? translated : received;
+}
 
 void forwardToChild(int signo) {
   forwardedSignal.store(signo);
   const pid_t pid = childPid.load();
-  if (pid > 0) kill(pid, signo);
+  if (pid > 0) kill(pid, signalForChild(signo));
 }
 
 struct ForwardSignals {
@@ -81,7 +91,7 @@ ck::ChildExit runOnce(const std::vector<std::string>& command, int restarts) {
     return {false, 127};
   }
   childPid.store(pid);
-  if (forwardedSignal.load() != 0) kill(pid, forwardedSignal.load());  // arrived while spawning
+  if (forwardedSignal.load() != 0) kill(pid, signalForChild(forwardedSignal.load()));  // arrived while spawning
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
@@ -109,11 +119,18 @@ const CommandRegistrar registrar("run", [](CLI::App& app, int& exitCode) {
   auto maxRestarts = std::make_shared<int>(0);
   auto delayMs = std::make_shared<int>(1000);
   auto command = std::make_shared<std::vector<std::string>>();
+  auto stopName = std::make_shared<std::string>("auto");
   cmd->add_option("--max-restarts", *maxRestarts, "restarts after failures (0: run once)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--restart-delay-ms", *delayMs, "pause before a restart (ports and shared memory get freed)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--stop-signal", *stopName,
+                  "what the command gets when strata run is asked to stop: auto (SIGUSR1 for mpirun/mpiexec, which "
+                  "kill the job on SIGTERM; else the signal received), TERM, INT or USR1");
   cmd->add_option("command", *command, "the job: everything after --, e.g. mpirun -np 2 ./train")->required();
-  cmd->callback([&exitCode, maxRestarts, delayMs, command] {
+  cmd->callback([&exitCode, maxRestarts, delayMs, command, stopName] {
+    const int translated = ck::stopSignalFor(*stopName, command->front());
+    if (translated < 0) throw CLI::ValidationError("--stop-signal", "\"" + *stopName + "\" is not auto, TERM, INT or USR1");
+    stopSignal.store(translated);
     exitCode = runWithRestarts(*command, *maxRestarts, *delayMs);
   });
 });

@@ -13,7 +13,8 @@ using detail::Validator;
 
 const std::vector<std::string> kTopLevelKeys = {"modelparallel", "dataparallel", "output_dir",
                                                 "debugger",      "profiler",     "rules",
-                                                "checkpoint",    "collectives",  "logging"};
+                                                "checkpoint",    "collectives",  "logging",
+                                                "security"};
 
 // Model parallelism and data parallelism meet in modelparallel.ddp (SageMaker's name for
 // data parallel across pipeline replicas). The file may say either, so they must agree;
@@ -64,6 +65,8 @@ JobConfig parseJobConfig(const std::string& jsonText, const std::string& sourceN
     config.collectives = detail::parseCollectives(v, r.at("collectives"), r.pathOf("collectives"));
   if (r.has("logging"))
     config.logging = detail::parseLogging(v, r.at("logging"), r.pathOf("logging"));
+  if (r.has("security"))
+    config.security = detail::parseSecurity(v, r.at("security"), r.pathOf("security"));
 
   reconcileParallelism(v, doc, config);
   if (config.checkpoint.dir.empty()) config.checkpoint.dir = config.outputDir + "/ckpt";
@@ -128,7 +131,8 @@ nlohmann::json toJson(const JobConfig& config) {
   out["rules"] = detail::rulesToJson(config.rules);
   const CheckpointConfig& cc = config.checkpoint;
   out["checkpoint"] = {
-      {"dir", cc.dir}, {"every_steps", cc.everySteps}, {"resume", cc.resume}, {"keep", cc.keep}};
+      {"dir", cc.dir}, {"every_steps", cc.everySteps}, {"resume", cc.resume}, {"keep", cc.keep},
+      {"async", cc.async}};
   const CollectivesConfig& co = config.collectives;
   out["collectives"] = {{"timeout_ms", co.timeout.count()},
                         {"transport", co.transport},
@@ -139,6 +143,7 @@ nlohmann::json toJson(const JobConfig& config) {
   if (!lc.subsys.empty()) out["logging"]["subsys"] = lc.subsys;
   if (!lc.ranks.empty()) out["logging"]["ranks"] = lc.ranks;
   if (lc.file) out["logging"]["file"] = *lc.file;
+  out["security"] = detail::securityToJson(config.security);
   return out;
 }
 

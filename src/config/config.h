@@ -112,12 +112,22 @@ struct CheckpointConfig {
   int64_t everySteps = 0;  // 0: only explicit strata::save calls
   bool resume = false;     // start from the newest complete checkpoint
   int keep = 3;            // newest checkpoints kept; 0 keeps all
+  bool async = false;      // copy at the step boundary, write in a background thread
 };
 
 struct CollectivesConfig {
   std::chrono::milliseconds timeout{300000};  // every blocking wait
   std::string transport = "auto";             // "auto" | "shm" | "tcp" (CUDA tensors always use NCCL)
   std::string allreduceAlgo = "auto";         // "auto" or an algorithm of collectives/cost_model.h
+};
+
+// Authentication and encryption of the job's connections (docs/security.md). Environment
+// variables take precedence: STRATA_TLS over encrypt_inter_node_traffic, STRATA_JOB_SECRET
+// and STRATA_JOB_SECRET_FILE over job_secret_file.
+struct SecurityConfig {
+  bool encryptInterNodeTraffic = false;      // TLS between ranks of different hosts
+  std::optional<std::string> jobSecretFile;  // mode 0600 or stricter; relative to the cwd
+  bool allowUnauthenticated = false;         // a multi-host env launch without a secret runs (warned)
 };
 
 // Job-file defaults for logging; STRATA_LOG_* environment variables take precedence.
@@ -138,6 +148,7 @@ struct JobConfig {
   CheckpointConfig checkpoint;
   CollectivesConfig collectives;
   LoggingConfig logging;
+  SecurityConfig security;
   std::string source = "<defaults>";  // where it came from, for logs (not a key)
 };
 

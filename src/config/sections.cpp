@@ -143,11 +143,12 @@ ProfilerConfig parseProfiler(const Validator& v, const Json& section, const std:
 
 CheckpointConfig parseCheckpoint(const Validator& v, const Json& section, const std::string& path) {
   CheckpointConfig cc;
-  const ObjectReader r(v, section, path, {"dir", "every_steps", "resume", "keep"});
+  const ObjectReader r(v, section, path, {"dir", "every_steps", "resume", "keep", "async"});
   r.read("dir", cc.dir);
   r.read("every_steps", cc.everySteps, 0, kNoMax);
   r.read("resume", cc.resume);
   r.read("keep", cc.keep, 0, kMaxInt);
+  r.read("async", cc.async);
   return cc;
 }
 

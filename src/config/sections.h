@@ -24,9 +24,11 @@ CheckpointConfig parseCheckpoint(const Validator& v, const Json& section, const 
 CollectivesConfig parseCollectives(const Validator& v, const Json& section,
                                    const std::string& path);
 LoggingConfig parseLogging(const Validator& v, const Json& section, const std::string& path);
+SecurityConfig parseSecurity(const Validator& v, const Json& section, const std::string& path);
 
 // Section serialisers for toJson, in the file's key names.
 Json debuggerToJson(const DebuggerConfig& debugger);
 Json rulesToJson(const std::vector<RuleConfig>& rules);
+Json securityToJson(const SecurityConfig& security);
 
 }  // namespace strata::config::detail

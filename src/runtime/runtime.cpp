@@ -18,9 +18,12 @@
 #include "core/errors.h"
 #include "core/logging.h"
 #include "core/rank_tag.h"
+#include "core/auth.h"
 #include "core/build_config.h"
 #include "profiler/session.h"
 #include "rules/online.h"
+#include "runtime/exit_status.h"
+#include "runtime/job_secret.h"
 #include "runtime/launch.h"
 #include "runtime/runtime_internal.h"
 #include "runtime/signals.h"
@@ -37,6 +40,7 @@ struct RuntimeState {
   runtime::LaunchInfo launch;
   std::shared_ptr<bootstrap::Store> store;
   std::vector<transport::PeerInfo> peers;
+  runtime::JobSecret secret;  // the effective secret (also in commOptions.jobSecret)
   collectives::CommOptions commOptions;
   std::unique_ptr<Group> world;
   std::string host;
@@ -90,6 +94,69 @@ bool allEqual(const std::vector<std::string>& v) {
   return true;
 }
 
+// Where rank 0's store listens: STRATA_STORE_BIND_ADDR, else the address ranks dial.
+std::string storeBindHost(const std::string& dialed) {
+  const std::string forced = env::getString("STRATA_STORE_BIND_ADDR", "");
+  return forced.empty() ? dialed : forced;
+}
+
+std::shared_ptr<bootstrap::TcpStore> connectStore(const RuntimeState& s, const std::string& host, uint16_t port,
+                                                  bool isServer) {
+  bootstrap::TcpStoreOptions o;
+  o.host = host;
+  o.port = port;
+  o.isServer = isServer;
+  o.timeout = s.commOptions.timeout;
+  o.secret = s.secret.secret;
+  o.rank = s.launch.rank;
+  if (isServer) o.bindHost = storeBindHost(host);
+  return bootstrap::TcpStore::create(o);
+}
+
+// mpirun: ranks without a configured secret adopt the one rank 0 draws (MPI is the
+// launcher's trusted channel); some ranks with one and some without is a ConfigError.
+void shareSecretOverMpi(RuntimeState& s) {
+  const bool mine = s.secret.origin != runtime::SecretOrigin::kNone;
+  const std::string offer = s.launch.rank == 0 && !mine ? auth::generateSecret() : std::string();
+  const std::vector<std::string> gathered = bootstrap::mpiAllGatherStrings((mine ? "1" : "0") + offer);
+  std::vector<bool> has;
+  for (const auto& g : gathered) has.push_back(!g.empty() && g[0] == '1');
+  const std::string mismatch = runtime::secretPresenceMismatch(has);
+  STRATA_CHECK_WITH(ConfigError, mismatch.empty(), mismatch);
+  if (!mine) s.secret = {gathered[0].substr(1), runtime::SecretOrigin::kGenerated};
+}
+
+// Env launch without a configured secret: refused over the network unless allowed.
+void checkUnauthenticatedEnvLaunch(const RuntimeState& s) {
+  if (s.secret.origin != runtime::SecretOrigin::kNone) return;
+  const bool loopback = runtime::isLoopbackHost(s.launch.masterAddr);
+  const auto action = runtime::decideWithoutSecret(s.launch.kind, loopback, s.config.security.allowUnauthenticated);
+  STRATA_CHECK_WITH(ConfigError, action != runtime::NoSecretAction::kRefuse, "the rendezvous store at MASTER_ADDR=",
+                    s.launch.masterAddr, " is reachable over the network but the job has no secret, so anyone who "
+                    "can reach it could join: set STRATA_JOB_SECRET (or STRATA_JOB_SECRET_FILE, or "
+                    "security.job_secret_file) to the same value on every rank, or set "
+                    "\"security\": {\"allow_unauthenticated\": true} to run unauthenticated (docs/security.md)");
+  if (s.launch.rank == 0) {
+    STRATA_LOG(kWarn, kInit, "no job secret: the rendezvous store at ", s.launch.masterAddr, ":", s.launch.masterPort,
+               " and the TCP connections are unauthenticated (any process that can reach them could join); set "
+               "STRATA_JOB_SECRET or security.job_secret_file (docs/security.md)");
+  }
+}
+
+// "; the store refused: ..." when the store turned clients away (a wrong secret), else "".
+std::string storeRefusals(bootstrap::Store& store) {
+  try {
+    if (!store.check(bootstrap::kStoreRefusalsKey)) return "";
+    std::string text = bootstrap::getString(store, bootstrap::kStoreRefusalsKey, std::chrono::milliseconds(1000));
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    for (char& c : text)
+      if (c == '\n') c = ';';
+    return "; the store refused: " + text;
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
 // Rendezvous: a store every rank can reach, and every rank's real hostname.
 std::vector<std::string> rendezvous(RuntimeState& s, const std::string& myHost) {
   const auto timeout = s.commOptions.timeout;
@@ -103,28 +170,36 @@ std::vector<std::string> rendezvous(RuntimeState& s, const std::string& myHost) 
     STRATA_CHECK_WITH(ConfigError, rank == l.rank && size == l.size, "MPI reports rank ", rank, "/", size,
                       " but the launcher's environment said ", l.rank, "/", l.size);
     const std::vector<std::string> hosts = bootstrap::mpiAllGatherStrings(myHost);
+    shareSecretOverMpi(s);
     // One host: everything over loopback; several: the address other hosts can dial.
     const std::string addr = allEqual(hosts) ? "127.0.0.1" : externalAddress();
     std::shared_ptr<bootstrap::TcpStore> store;
     std::string endpoint;
     if (rank == 0) {
-      store = bootstrap::TcpStore::create(addr, 0, /*isServer=*/true, timeout);
+      store = connectStore(s, addr, 0, /*isServer=*/true);
       endpoint = addr + ":" + std::to_string(store->port());
     }
     const std::string shared = bootstrap::mpiAllGatherStrings(endpoint)[0];
     if (rank != 0) {
       const size_t colon = shared.rfind(':');
-      store = bootstrap::TcpStore::create(shared.substr(0, colon),
-                                          static_cast<uint16_t>(std::stoi(shared.substr(colon + 1))),
-                                          /*isServer=*/false, timeout);
+      store = connectStore(s, shared.substr(0, colon),
+                           static_cast<uint16_t>(std::stoi(shared.substr(colon + 1))), /*isServer=*/false);
     }
     s.store = store;
     return hosts;
   }
-  s.store = bootstrap::TcpStore::create(l.masterAddr, static_cast<uint16_t>(l.masterPort), l.rank == 0, timeout);
+  checkUnauthenticatedEnvLaunch(s);
+  s.store = connectStore(s, l.masterAddr, static_cast<uint16_t>(l.masterPort), l.rank == 0);
   bootstrap::setString(*s.store, "host/" + std::to_string(l.rank), myHost);
   std::vector<std::string> hosts;
-  for (int r = 0; r < l.size; ++r) hosts.push_back(bootstrap::getString(*s.store, "host/" + std::to_string(r), timeout));
+  for (int r = 0; r < l.size; ++r) {
+    try {
+      hosts.push_back(bootstrap::getString(*s.store, "host/" + std::to_string(r), timeout));
+    } catch (const TimeoutError& e) {
+      STRATA_THROW(TimeoutError, "rank ", r, " did not join the job within ", timeout.count(), " ms",
+                   storeRefusals(*s.store), " (", e.what(), ")");
+    }
+  }
   return hosts;
 }
 
@@ -142,8 +217,10 @@ void applyEnvironmentOverrides(RuntimeState& s, const InitOptions& options) {
   o.chunkBytes = static_cast<size_t>(env::getInt("STRATA_CHUNK_BYTES", 0, 0, kMaxSlotBytes));
   // 0: collectives::defaultDirectBlockBytes (the zero-copy path stages nothing, so no slot caps it).
   o.directBlockBytes = static_cast<size_t>(env::getInt("STRATA_DIRECT_BLOCK_BYTES", 0, 0, int64_t{1} << 40));
-  o.jobSecret = env::getString("STRATA_JOB_SECRET", "");
-  o.tls = env::getInt("STRATA_TLS", 0, 0, 1) == 1;
+  // STRATA_TLS overrides security.encrypt_inter_node_traffic either way.
+  o.encryptInterHost =
+      env::getInt("STRATA_TLS", s.config.security.encryptInterNodeTraffic ? 1 : 0, 0, 1) == 1;
+  s.secret = runtime::loadJobSecret(s.config.security.jobSecretFile);
 }
 
 void buildWorld(RuntimeState& s) {
@@ -174,6 +251,9 @@ void buildWorld(RuntimeState& s) {
     ++s.localSize;
   }
   s.commOptions.advertiseHost = allEqual(realHosts) ? "127.0.0.1" : externalAddress();
+  // Listen only where peers dial (unless STRATA_TCP_IFADDR advertises another address).
+  if (env::getString("STRATA_TCP_IFADDR", "").empty()) s.commOptions.bindHost = s.commOptions.advertiseHost;
+  s.commOptions.jobSecret = s.secret.secret;
   auto worldStore = bootstrap::makePrefixStore("world", s.store);
   s.world = std::make_unique<Group>(collectives::Communicator::create(worldStore, rank, s.peers, s.commOptions));
 }
@@ -181,6 +261,8 @@ void buildWorld(RuntimeState& s) {
 void logEffectiveSettings(const RuntimeState& s) {
   STRATA_LOG(kInfo, kInit, "strata ", STRATA_VERSION_STRING, " launch=", runtime::launchKindName(s.launch.kind),
              " host=", s.host, " local_rank=", s.localRank, "/", s.localSize, " node=", s.node, "/", s.numNodes);
+  STRATA_LOG(kInfo, kInit, "security: job secret from ", runtime::secretOriginName(s.secret.origin),
+             ", encrypt_inter_node_traffic=", s.commOptions.encryptInterHost ? "true" : "false");
   STRATA_LOG(kInfo, kInit, "collectives: timeout_ms=", s.commOptions.timeout.count(),
              " transport=", s.commOptions.transport, " allreduce_algo=", s.commOptions.allreduceAlgo,
              " shm_slot_bytes=", s.commOptions.shmSlotBytes, " chunk_bytes=", s.commOptions.chunkBytes);
@@ -286,8 +368,10 @@ void initWith(config::JobConfig cfg, const InitOptions& options) {
   state = std::move(s);
 }
 
-// Rank tag from the launcher's variables, so that config errors already name the rank.
+// Rank tag from the launcher's variables, so that config errors already name the rank; and
+// an uncaught ConfigError from here on exits 78, not a crash (runtime/exit_status.h).
 void tagFromEnvironment() {
+  runtime::installConfigErrorExit();
   try {
     const runtime::LaunchInfo l = runtime::detectLaunch(runtime::launchEnvironment());
     setRankTag(l.rank, l.size);
@@ -360,6 +444,8 @@ namespace runtime {
 const config::JobConfig& jobConfig() { return current().config; }
 void addFinalizer(std::function<void()> fn) { current().finalizers.push_back(std::move(fn)); }
 bool arriveAtFinalize(const std::string& key) { return arriveAt(current(), key); }
+std::shared_ptr<bootstrap::Store> rendezvousStore() { return current().store; }
+std::chrono::milliseconds waitTimeout() { return current().commOptions.timeout; }
 }  // namespace runtime
 
 std::shared_ptr<Group> newGroup(const std::vector<int>& ranks) {

@@ -1,9 +1,15 @@
 // Runtime state for the library's own adapters (not part of the public API).
 #pragma once
 
+#include <chrono>
 #include <functional>
+#include <memory>
 
 #include "config/config.h"
+
+namespace strata::bootstrap {
+class Store;
+}
 
 namespace strata::runtime {
 
@@ -19,5 +25,11 @@ void addFinalizer(std::function<void()> fn);
 // waits until all have, or until a bounded timeout. Returns whether all arrived (rank 0)
 // or true (others). Never throws.
 bool arriveAtFinalize(const std::string& key);
+
+// The job's rendezvous store (thread-safe; usable until finalize() returns). The checkpoint
+// thread exchanges its per-rank results through it, away from the world group's collectives.
+std::shared_ptr<bootstrap::Store> rendezvousStore();
+// The bound of every blocking wait: collectives.timeout_ms, or STRATA_TIMEOUT_MS.
+std::chrono::milliseconds waitTimeout();
 
 }  // namespace strata::runtime

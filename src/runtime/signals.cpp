@@ -13,17 +13,24 @@
 namespace strata::runtime {
 namespace {
 
-constexpr int kSignals[] = {SIGTERM, SIGINT};
+// SIGUSR1 too: Open MPI's mpirun forwards it to every rank (it kills the job on SIGTERM,
+// docs/exit_status.md), and batch systems send it ahead of a time limit.
+constexpr int kSignals[] = {SIGTERM, SIGINT, SIGUSR1};
+constexpr int kNumSignals = sizeof(kSignals) / sizeof(kSignals[0]);
 // One Ctrl-C reaches a rank several times within milliseconds (the terminal's process group,
 // mpirun forwarding it, `strata run` forwarding it): repeats this soon count as the same one.
 constexpr int64_t kRepeatWindowMs = 1000;
 
 std::mutex installMutex;
 bool installed = false;
-struct sigaction previous[2];
-std::atomic<int64_t> firstArrivalMs[2] = {0, 0};  // per signal; 0: not received
+struct sigaction previous[kNumSignals];
+std::atomic<int64_t> firstArrivalMs[kNumSignals] = {};  // per signal; 0: not received
 
-int slotOf(int signo) { return signo == SIGTERM ? 0 : 1; }
+int slotOf(int signo) {
+  for (int i = 0; i < kNumSignals; ++i)
+    if (kSignals[i] == signo) return i;
+  return 0;
+}
 
 int64_t monotonicMs() {  // clock_gettime is async-signal-safe
   struct timespec ts {};
@@ -63,7 +70,7 @@ void installStopSignalHandlers() {
     firstArrivalMs[slotOf(signo)] = 0;
   }
   installed = true;
-  STRATA_LOG(kDebug, kInit, "SIGTERM/SIGINT: finish the step, checkpoint, exit (a second signal terminates)");
+  STRATA_LOG(kDebug, kInit, "SIGTERM/SIGINT/SIGUSR1: finish the step, checkpoint, exit (a second signal terminates)");
 }
 
 void uninstallStopSignalHandlers() {

@@ -56,14 +56,20 @@ class Connection {
   // promptly too; when no message is half-sent, the peer is first told `why` (its
   // pending and later ops fail with that reason). Idempotent, thread-safe, never throws.
   virtual void close(const std::string& why, CloseReason reason = CloseReason::kNetwork) = 0;
+  // Whether the bytes travel encrypted (a TLS session was negotiated at connect).
+  virtual bool encrypted() const { return false; }
 };
 
 struct TransportOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
   std::string bindHost;    // address to listen on; empty: all interfaces
   std::string advertiseHost;  // address peers connect to; empty: the hostname's address
-  std::string jobSecret;   // when non-empty, peers must present it (issue #8)
-  bool tls = false;        // TLS on every TCP connection, keyed by jobSecret (tcp/tls.h)
+  // Every connection proves it on both ends (tcp/handshake.h); it never crosses the wire.
+  // "" is a valid but public secret (an unauthenticated job).
+  std::string jobSecret;
+  // TLS (keyed by jobSecret, tcp/tls.h) on connections between ranks of different hosts
+  // (PeerInfo::host); ranks of one host talk plain.
+  bool encryptInterHost = false;
 };
 
 // Creates connections of one kind. Thread-safe.

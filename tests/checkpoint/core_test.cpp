@@ -235,19 +235,33 @@ namespace {
 
 TEST(RestartPolicy, SucceedStopRestartGiveUp) {
   EXPECT_EQ(decideAfterExit({false, 0}, 0, 3, false).action, RunAction::kSucceed);
-  const RunDecision stopped = decideAfterExit({false, kExitStopped}, 0, 3, false);
-  EXPECT_EQ(stopped.action, RunAction::kStopped);
-  EXPECT_EQ(stopped.exitCode, kExitStopped);
+  // Interrupted from outside after a checkpoint (a node's SIGTERM, mpirun's SIGUSR1): resume.
+  const RunDecision interrupted = decideAfterExit({false, kExitStopped}, 0, 3, false);
+  EXPECT_EQ(interrupted.action, RunAction::kRestart);
+  EXPECT_NE(interrupted.why.find("interrupted after its checkpoint; restart 1 of 3"), std::string::npos)
+      << interrupted.why;
+  const RunDecision noneLeft = decideAfterExit({false, kExitStopped}, 3, 3, false);
+  EXPECT_EQ(noneLeft.action, RunAction::kStopped);
+  EXPECT_EQ(noneLeft.exitCode, kExitStopped);
   const RunDecision killed = decideAfterExit({true, 9}, 1, 3, false);
   EXPECT_EQ(killed.action, RunAction::kRestart);
   EXPECT_NE(killed.why.find("restart 2 of 3"), std::string::npos) << killed.why;
   EXPECT_EQ(decideAfterExit({false, 1}, 2, 3, false).action, RunAction::kRestart);
+  EXPECT_EQ(decideAfterExit({false, 137}, 0, 3, false).action, RunAction::kRestart);  // mpirun after a SIGKILL
   const RunDecision last = decideAfterExit({false, 1}, 3, 3, false);
   EXPECT_EQ(last.action, RunAction::kGiveUp);
   EXPECT_EQ(last.exitCode, 1);
   EXPECT_EQ(decideAfterExit({true, 9}, 0, 0, false).exitCode, 137);
-  // The launcher itself was told to stop: never restart.
+  // A config error: a restart would fail the same way.
+  const RunDecision config = decideAfterExit({false, kExitConfigError}, 0, 3, false);
+  EXPECT_EQ(config.action, RunAction::kGiveUp);
+  EXPECT_EQ(config.exitCode, kExitConfigError);
+  // The launcher itself was told to stop: never restart, pass the command's code on.
   EXPECT_EQ(decideAfterExit({true, 15}, 0, 3, true).action, RunAction::kStopped);
+  const RunDecision asked = decideAfterExit({false, kExitStopped}, 0, 3, true);
+  EXPECT_EQ(asked.action, RunAction::kStopped);
+  EXPECT_EQ(asked.exitCode, kExitStopped);
+  EXPECT_EQ(decideAfterExit({false, 1}, 0, 3, true).exitCode, 1);
 }
 
 }  // namespace

@@ -2,7 +2,10 @@
 // mpiexec) is stopped by SIGTERM at a random step and resumed, or SIGKILLed at a random
 // moment and restarted by `strata run --max-restarts`; it must reach bitwise the same
 // parameters (params_sha256) as an uninterrupted run, never hang, and never leave a corrupt
-// newest checkpoint. Seeds are printed; STRATA_TEST_SEED reproduces a run.
+// newest checkpoint. Every scenario runs twice: checkpoints written at the step boundary
+// ("Sync") and in the background ("Async"); the async-only tests send SIGTERM while a
+// background write is held in flight, and fail one rank's background write. Seeds are
+// printed; STRATA_TEST_SEED reproduces a run.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -145,6 +148,27 @@ std::string freshDir(const std::string& name) {
   return dir;
 }
 
+// The worker's arguments for a run in `dir`: the scenario's flags, then this run's own.
+std::vector<std::string> workerArgs(const std::string& dir, const std::vector<std::string>& flags,
+                                    const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {"--run-dir", dir};
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// The second half of a stop-and-resume scenario: a 2-rank run with --resume continues from
+// `fromStep` and ends with the uninterrupted run's parameters.
+void expectResumesExactly(const std::string& dir, const std::vector<std::string>& flags, const std::string& fromStep,
+                          const std::string& expected, const std::string& finalStep = "") {
+  const Result resumed = run(mpiexec(2, workerArgs(dir, flags, {"--resume"})), dir + "/second.txt");
+  ASSERT_FALSE(resumed.timedOut) << resumed.output;
+  EXPECT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_EQ(lastValue(resumed.output, "resumed", "step"), fromStep) << resumed.output;
+  if (!finalStep.empty()) EXPECT_EQ(lastValue(resumed.output, "final:", "step"), finalStep) << resumed.output;
+  EXPECT_EQ(lastValue(resumed.output, "final:", "params_sha256"), expected) << resumed.output;
+}
+
 class CheckpointProcess : public ::testing::Test {
  public:
   void SetUp() override {
@@ -157,15 +181,27 @@ class CheckpointProcess : public ::testing::Test {
   // The uninterrupted run's final params_sha256 for these flags (cached per flag set).
   std::string reference(const std::vector<std::string>& flags, const std::string& name) {
     const std::string dir = freshDir(name);
-    std::vector<std::string> args = {"--run-dir", dir};
-    args.insert(args.end(), flags.begin(), flags.end());
-    const Result r = run(mpiexec(2, args), dir + "/log.txt");
+    const Result r = run(mpiexec(2, workerArgs(dir, flags)), dir + "/log.txt");
     EXPECT_EQ(r.code, 0) << r.output;
     const std::string hash = lastValue(r.output, "final:", "params_sha256");
     EXPECT_EQ(hash.size(), 64u) << r.output;
     return hash;
   }
 };
+
+// The same scenarios with checkpoints written at the step boundary and in the background.
+class CheckpointModes : public CheckpointProcess, public ::testing::WithParamInterface<bool> {
+ public:
+  bool async() const { return GetParam(); }
+  // Worker flags for this mode.
+  std::vector<std::string> withMode(std::vector<std::string> flags) const {
+    if (async()) flags.push_back("--async");
+    return flags;
+  }
+  std::string name(const std::string& base) const { return base + (async() ? "-async" : "-sync"); }
+};
+
+std::string modeName(const ::testing::TestParamInfo<bool>& info) { return info.param ? "Async" : "Sync"; }
 
 void expectNewestComplete(const std::string& root) {
   const auto entries = strata::checkpoint::listCheckpoints(root);
@@ -180,7 +216,7 @@ void expectNewestComplete(const std::string& root) {
   ADD_FAILURE() << "no checkpoint with a manifest in " << root;
 }
 
-void resumeExactly(CheckpointProcess& t, const std::string& name, bool partial,
+void resumeExactly(CheckpointModes& t, const std::string& name, bool partial,
                    const std::vector<std::string>& extra = {}) {
   const uint64_t seed = testSeed();
   std::mt19937_64 rng(seed);
@@ -189,56 +225,48 @@ void resumeExactly(CheckpointProcess& t, const std::string& name, bool partial,
   const int victim = static_cast<int>(rng() % 2);
   std::cout << "seed " << seed << " (STRATA_TEST_SEED reproduces): SIGTERM to rank " << victim << " at step "
             << stopAt << std::endl;
-  std::vector<std::string> flags = {"--steps", std::to_string(steps), "--every", "5"};
+  std::vector<std::string> flags = t.withMode({"--steps", std::to_string(steps), "--every", "5"});
   if (partial) flags.push_back("--partial");
   flags.insert(flags.end(), extra.begin(), extra.end());
   const std::string expected = t.reference(flags, name + "-reference");
   ASSERT_EQ(expected.size(), 64u);
 
   const std::string dir = freshDir(name);
-  std::vector<std::string> args = {"--run-dir", dir};
-  args.insert(args.end(), flags.begin(), flags.end());
-  std::vector<std::string> first = args;
-  first.insert(first.end(), {"--sigterm-at-step", std::to_string(stopAt), "--sigterm-rank", std::to_string(victim)});
+  const std::vector<std::string> first =
+      workerArgs(dir, flags, {"--sigterm-at-step", std::to_string(stopAt), "--sigterm-rank", std::to_string(victim)});
   const Result stopped = run(mpiexec(2, first), dir + "/first.txt");
   ASSERT_FALSE(stopped.timedOut) << stopped.output;
   EXPECT_EQ(stopped.code, strata::kExitStopped) << stopped.output;
   EXPECT_EQ(lastValue(stopped.output, "final:", "step"), std::to_string(stopAt)) << stopped.output;
   expectNewestComplete(dir + "/ckpt");
 
-  args.push_back("--resume");
-  const Result resumed = run(mpiexec(2, args), dir + "/second.txt");
-  ASSERT_FALSE(resumed.timedOut) << resumed.output;
-  EXPECT_EQ(resumed.code, 0) << resumed.output;
-  EXPECT_EQ(lastValue(resumed.output, "resumed", "step"), std::to_string(stopAt)) << resumed.output;
-  EXPECT_EQ(lastValue(resumed.output, "final:", "step"), std::to_string(steps)) << resumed.output;
-  EXPECT_EQ(lastValue(resumed.output, "final:", "params_sha256"), expected) << resumed.output;
+  expectResumesExactly(dir, flags, std::to_string(stopAt), expected, std::to_string(steps));
 }
 
-TEST_F(CheckpointProcess, ExactResumeAfterSigtermAtARandomStepFull) { resumeExactly(*this, "sigterm-full", false); }
+TEST_P(CheckpointModes, ExactResumeAfterSigtermAtARandomStepFull) {
+  resumeExactly(*this, name("sigterm-full"), false);
+}
 
-TEST_F(CheckpointProcess, ExactResumeAfterSigtermAtARandomStepPartial) {
-  resumeExactly(*this, "sigterm-partial", true);
+TEST_P(CheckpointModes, ExactResumeAfterSigtermAtARandomStepPartial) {
+  resumeExactly(*this, name("sigterm-partial"), true);
 }
 
 // Model parallel: a 2-stage pipeline, every stage writing its own shard.
-TEST_F(CheckpointProcess, ExactResumeAfterSigtermAtARandomStepPipelineTwoStages) {
-  resumeExactly(*this, "sigterm-pipeline", false, {"--pp", "2"});
+TEST_P(CheckpointModes, ExactResumeAfterSigtermAtARandomStepPipelineTwoStages) {
+  resumeExactly(*this, name("sigterm-pipeline"), false, {"--pp", "2"});
 }
 
 // The signal comes from outside at an arbitrary moment (as a spot reclaim does), to one rank.
-TEST_F(CheckpointProcess, ExternalSigtermToOneRankStopsBothWithACheckpoint) {
+TEST_P(CheckpointModes, ExternalSigtermToOneRankStopsBothWithACheckpoint) {
   const uint64_t seed = testSeed();
   std::mt19937_64 rng(seed);
   const int victim = static_cast<int>(rng() % 2);
   const int delayMs = 100 + static_cast<int>(rng() % 600);
   std::cout << "seed " << seed << ": SIGTERM to rank " << victim << " " << delayMs << " ms into training"
             << std::endl;
-  const std::vector<std::string> flags = {"--steps", "400", "--every", "1000", "--sleep-ms", "10"};
-  const std::string dir = freshDir("sigterm-external");
-  std::vector<std::string> args = {"--run-dir", dir};
-  args.insert(args.end(), flags.begin(), flags.end());
-  const Result r = run(mpiexec(2, args), dir + "/log.txt", [&](pid_t job) {
+  const std::vector<std::string> flags = withMode({"--steps", "400", "--every", "1000", "--sleep-ms", "10"});
+  const std::string dir = freshDir(name("sigterm-external"));
+  const Result r = run(mpiexec(2, workerArgs(dir, flags)), dir + "/log.txt", [&](pid_t job) {
     const std::string pidFile = dir + "/pids/rank-" + std::to_string(victim) + ".pid";
     if (!waitForFile(pidFile, job)) return;
     std::this_thread::sleep_for(milliseconds(delayMs));
@@ -256,17 +284,17 @@ TEST_F(CheckpointProcess, ExternalSigtermToOneRankStopsBothWithACheckpoint) {
 
 // >= 20 runs: SIGKILL of a random rank at a random moment (during a step or a checkpoint
 // write); `strata run` restarts the job, which resumes from the newest complete checkpoint.
-TEST_F(CheckpointProcess, SigkillOfARandomRankTwentyRunsRestartAndFinishExactly) {
+TEST_P(CheckpointModes, SigkillOfARandomRankTwentyRunsRestartAndFinishExactly) {
   const uint64_t seed = testSeed();
   std::mt19937_64 rng(seed);
   std::cout << "seed " << seed << " (STRATA_TEST_SEED reproduces)" << std::endl;
-  const std::vector<std::string> flags = {"--steps", "12", "--every", "2", "--sleep-ms", "25"};
-  const std::string expected = reference(flags, "sigkill-reference");
+  const std::vector<std::string> flags = withMode({"--steps", "12", "--every", "2", "--sleep-ms", "25"});
+  const std::string expected = reference(flags, name("sigkill-reference"));
   ASSERT_EQ(expected.size(), 64u);
   constexpr int kRuns = 20;
   int restarted = 0;
   for (int i = 0; i < kRuns; ++i) {
-    const std::string dir = freshDir("sigkill-" + std::to_string(i));
+    const std::string dir = freshDir(name("sigkill-" + std::to_string(i)));
     const int victim = static_cast<int>(rng() % 2);
     const int delayMs = static_cast<int>(rng() % 400);
     std::vector<std::string> argv = {kStrata, "run", "--max-restarts", "4", "--restart-delay-ms", "50", "--",
@@ -292,16 +320,100 @@ TEST_F(CheckpointProcess, SigkillOfARandomRankTwentyRunsRestartAndFinishExactly)
 }
 
 // Incremental training: a full checkpoint of a 2-rank job continues in a 1-rank job.
-TEST_F(CheckpointProcess, FullCheckpointFromTwoRanksResumesOnOneRank) {
-  const std::string dir = freshDir("two-to-one");
-  const Result two = run(mpiexec(2, {"--run-dir", dir, "--steps", "6", "--every", "3"}), dir + "/two.txt");
+TEST_P(CheckpointModes, FullCheckpointFromTwoRanksResumesOnOneRank) {
+  const std::string dir = freshDir(name("two-to-one"));
+  std::vector<std::string> args = withMode({"--run-dir", dir, "--steps", "6", "--every", "3"});
+  const Result two = run(mpiexec(2, args), dir + "/two.txt");
   ASSERT_EQ(two.code, 0) << two.output;
   const std::string savedHash = lastValue(two.output, "saved", "params_sha256");
-  const Result one = run(mpiexec(1, {"--run-dir", dir, "--steps", "9", "--every", "3", "--resume"}), dir + "/one.txt");
+  args = withMode({"--run-dir", dir, "--steps", "9", "--every", "3", "--resume"});
+  const Result one = run(mpiexec(1, args), dir + "/one.txt");
   ASSERT_EQ(one.code, 0) << one.output;
   EXPECT_EQ(lastValue(one.output, "resumed", "step"), "6") << one.output;
   EXPECT_EQ(lastValue(one.output, "resumed", "params_sha256"), savedHash) << one.output;
   EXPECT_EQ(lastValue(one.output, "final:", "step"), "9") << one.output;
 }
+
+// SIGTERM while a background write is in flight: the write of step 5 is held mid-shard until
+// the signal has been sent (and a save waits for it); the stop path must publish it, then
+// write and publish the final checkpoint, exit 75, and resume exactly.
+void sigtermDuringBackgroundWrite(CheckpointProcess& t, const std::string& name, bool partial) {
+  const uint64_t seed = testSeed();
+  std::mt19937_64 rng(seed);
+  const int victim = static_cast<int>(rng() % 2);
+  std::cout << "seed " << seed << ": SIGTERM to rank " << victim << " while step 5 is being written" << std::endl;
+  std::vector<std::string> flags = {"--steps", "24", "--every", "5", "--sleep-ms", "10", "--async"};
+  if (partial) flags.push_back("--partial");
+  const std::string expected = t.reference(flags, name + "-reference");
+  ASSERT_EQ(expected.size(), 64u);
+
+  const std::string dir = freshDir(name);
+  const std::vector<std::string> first = workerArgs(dir, flags, {"--hold-write-at-step", "5"});
+  bool signalled = false;
+  const Result stopped = run(mpiexec(2, first), dir + "/first.txt", [&](pid_t job) {
+    if (!waitForFile(dir + "/held/rank-0", job)) return;  // rank 0 writes a shard in both kinds
+    const pid_t pid = static_cast<pid_t>(std::atol(readFile(dir + "/pids/rank-" + std::to_string(victim) + ".pid").c_str()));
+    signalled = pid > 0 && kill(pid, SIGTERM) == 0;
+    std::ofstream(dir + "/release") << "go\n";
+  });
+  ASSERT_FALSE(stopped.timedOut) << stopped.output;
+  ASSERT_TRUE(signalled) << "the write of step 5 was never held\n" << stopped.output;
+  EXPECT_EQ(stopped.code, strata::kExitStopped) << stopped.output;
+  const std::string step = lastValue(stopped.output, "final:", "step");
+  ASSERT_FALSE(step.empty()) << stopped.output;
+  EXPECT_GT(std::stoll(step), 5) << stopped.output;
+  EXPECT_EQ(lastValue(stopped.output, "saved", "step"), step) << stopped.output;
+  EXPECT_GE(std::stoll("0" + lastValue(stopped.output, "stats:", "waited")), 1)
+      << "a save waited for the held write\n" << stopped.output;
+  expectNewestComplete(dir + "/ckpt");
+  const auto newest = strata::checkpoint::findNewestComplete(dir + "/ckpt");
+  ASSERT_TRUE(newest);
+  EXPECT_EQ(std::to_string(newest->manifest.step), step);
+
+  expectResumesExactly(dir, flags, step, expected);
+}
+
+TEST_F(CheckpointProcess, AsyncSigtermDuringABackgroundWriteFull) { sigtermDuringBackgroundWrite(*this, "held-full", false); }
+
+TEST_F(CheckpointProcess, AsyncSigtermDuringABackgroundWritePartial) {
+  sigtermDuringBackgroundWrite(*this, "held-partial", true);
+}
+
+// Rank 1 cannot write its shard of step 10 (its temporary file's path is taken by a
+// directory: the tests run as root, whom permissions do not stop). The write fails in the
+// background; the next save (step 15) throws on both ranks naming rank 1; step 5 stays the
+// newest complete checkpoint, and a resumed run finishes exactly.
+TEST_F(CheckpointProcess, AsyncFailedBackgroundWriteOnOneRankIsReportedAndThePreviousResumes) {
+  const std::vector<std::string> flags = {"--steps", "24", "--every", "5", "--async", "--partial"};
+  const std::string expected = reference(flags, "failing-reference");
+  ASSERT_EQ(expected.size(), 64u);
+  const std::string dir = freshDir("failing");
+  const std::string obstacleDir = dir + "/ckpt/step-000000000010";
+  const Result failed = run(mpiexec(2, workerArgs(dir, flags, {"--start-gate", dir + "/start"})), dir + "/first.txt",
+                           [&](pid_t job) {
+    if (!waitForFile(dir + "/pids/rank-1.pid", job)) return;
+    const std::string pid = std::to_string(std::atol(readFile(dir + "/pids/rank-1.pid").c_str()));
+    fs::create_directories(obstacleDir + "/rank-00001.pt.tmp-" + pid);
+    std::ofstream(dir + "/start") << "go\n";
+  });
+  ASSERT_FALSE(failed.timedOut) << failed.output;
+  EXPECT_EQ(failed.code, 1) << failed.output;
+  EXPECT_NE(failed.output.find("not published, the previous complete checkpoint stays the newest"), std::string::npos)
+      << failed.output;
+  // Both ranks throw at the step-15 save (mpirun may end the second before it prints).
+  const bool rank0 = failed.output.find("train_worker: [r0/2] checkpoint " + obstacleDir) != std::string::npos;
+  const bool rank1 = failed.output.find("train_worker: [r1/2] checkpoint " + obstacleDir) != std::string::npos;
+  EXPECT_TRUE(rank0 || rank1) << failed.output;
+  EXPECT_NE(failed.output.find("failed on rank 1: writing its shard"), std::string::npos) << failed.output;
+  EXPECT_EQ(lastValue(failed.output, "saved", "step"), "10") << "nothing was taken after the failure";
+  const auto newest = strata::checkpoint::findNewestComplete(dir + "/ckpt");
+  ASSERT_TRUE(newest);
+  EXPECT_EQ(newest->manifest.step, 5);
+
+  fs::remove_all(obstacleDir);
+  expectResumesExactly(dir, flags, "5", expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(Checkpoint, CheckpointModes, ::testing::Values(false, true), modeName);
 
 }  // namespace

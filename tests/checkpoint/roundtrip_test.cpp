@@ -2,6 +2,8 @@
 // buffers, optimizer state, step and epoch counters, the CPU generator, the sampler position
 // (also through a DataLoader's copy), the model's step counter and the debugger's counters;
 // files a plain libtorch program loads; and the fallback from a corrupted newest checkpoint.
+// The tests that save run twice: synchronous saves (strata::save) and background writes
+// (CheckpointManager with async on); both must give the same state back.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -12,15 +14,11 @@
 #include "debugger/torch_hook.h"
 #include "strata/checkpoint.h"
 #include "strata/strata.h"
+#include "test_job.h"
 
 namespace {
 
-namespace fs = std::filesystem;
-
-std::string tempRoot() {
-  static const std::string root = (fs::temp_directory_path() / ("strata-ckpt-rt-" + std::to_string(getpid()))).string();
-  return root;
-}
+using namespace strata_test;  // NOLINT: the shared test job
 
 class StrataEnvironment : public ::testing::Environment {
  public:
@@ -38,95 +36,16 @@ class StrataEnvironment : public ::testing::Environment {
 };
 const auto* const kEnvironment = ::testing::AddGlobalTestEnvironment(new StrataEnvironment);
 
-torch::nn::Sequential makeNet() {
-  namespace nn = torch::nn;
-  return nn::Sequential(nn::Linear(6, 12), nn::BatchNorm1d(12), nn::ReLU(), nn::Dropout(0.3), nn::Linear(12, 3),
-                        nn::LogSoftmax(1));
-}
-
-struct Job {
-  torch::nn::Sequential net = makeNet();
-  strata::DistributedModel model{net};
-  strata::DistributedOptimizer opt{torch::optim::Adam(model.parameters(), torch::optim::AdamOptions(0.01)), model};
-  strata::DistributedSampler sampler{40, strata::DistributedSampler::Options{}};
-  torch::Tensor x = torch::randn({40, 6});
-  torch::Tensor y = torch::randint(0, 3, {40}, torch::kInt64);
-
-  void train(int steps) {
-    for (int i = 0; i < steps; ++i) {
-      auto idx = sampler.next(8);
-      if (!idx) {
-        sampler.reset();
-        idx = sampler.next(8);
-      }
-      const auto t = torch::tensor(std::vector<int64_t>(idx->begin(), idx->end()), torch::kInt64);
-      opt.zero_grad();
-      model.step(x.index_select(0, t), y.index_select(0, t),
-                 [](strata::DistributedModel& m, const torch::Tensor& xb, const torch::Tensor& yb) {
-                   auto loss = torch::nll_loss(m(xb), yb);
-                   m.backward(loss);
-                   return loss;
-                 });
-      opt.step();
-    }
-  }
+class RoundTrip : public ::testing::TestWithParam<Mode> {
+ protected:
+  std::string root(const std::string& name) const { return tempRoot() + "/" + name + "-" + modeName({GetParam(), 0}); }
 };
 
-struct Snapshot {
-  std::vector<torch::Tensor> tensors;  // parameters, then buffers
-  std::vector<torch::Tensor> adam;     // exp_avg, exp_avg_sq per parameter
-  std::vector<int64_t> adamSteps;
-  torch::Tensor rng;
-  uint64_t samplerEpoch = 0;
-  size_t samplerPosition = 0;
-  int64_t modelSteps = 0;
-  int64_t debuggerStep = 0;
-};
-
-Snapshot snapshot(Job& job) {
-  Snapshot s;
-  for (const auto& p : job.net->parameters()) s.tensors.push_back(p.detach().clone());
-  for (const auto& b : job.net->buffers()) s.tensors.push_back(b.detach().clone());
-  for (const auto& p : job.net->parameters()) {
-    auto& state = job.opt.optimizer().state();
-    auto it = state.find(c10::guts::to_string(p.unsafeGetTensorImpl()));
-    if (it == state.end()) continue;
-    auto& adam = static_cast<torch::optim::AdamParamState&>(*it->second);
-    s.adam.push_back(adam.exp_avg().clone());
-    s.adam.push_back(adam.exp_avg_sq().clone());
-    s.adamSteps.push_back(adam.step());
-  }
-  s.rng = at::detail::getDefaultCPUGenerator().get_state();
-  s.samplerEpoch = job.sampler.epoch();
-  s.samplerPosition = job.sampler.position();
-  s.modelSteps = job.model.steps_taken();
-  s.debuggerStep = strata::debugger::activeHook()->core().globalStep();
-  return s;
-}
-
-void expectSame(const Snapshot& a, const Snapshot& b) {
-  ASSERT_EQ(a.tensors.size(), b.tensors.size());
-  for (size_t i = 0; i < a.tensors.size(); ++i) EXPECT_TRUE(torch::equal(a.tensors[i], b.tensors[i])) << "tensor " << i;
-  ASSERT_EQ(a.adam.size(), b.adam.size());
-  ASSERT_FALSE(a.adam.empty());
-  for (size_t i = 0; i < a.adam.size(); ++i) EXPECT_TRUE(torch::equal(a.adam[i], b.adam[i])) << "adam state " << i;
-  EXPECT_EQ(a.adamSteps, b.adamSteps);
-  EXPECT_TRUE(torch::equal(a.rng, b.rng)) << "CPU generator state";
-  EXPECT_EQ(a.samplerEpoch, b.samplerEpoch);
-  EXPECT_EQ(a.samplerPosition, b.samplerPosition);
-  EXPECT_EQ(a.modelSteps, b.modelSteps);
-}
-
-void roundTrip(bool partial, const std::string& name) {
+void roundTrip(Mode mode, bool partial, const std::string& root) {
   Job job;
   job.train(7);  // crosses an epoch: 40 samples, batch 8
-  const std::string root = tempRoot() + "/" + name;
-  strata::SaveOptions so;
-  so.partial = partial;
-  so.step = 7;
-  so.epoch = 1;
-  so.sampler = &job.sampler;
-  const std::string dir = strata::save(root, job.model, job.opt, so);
+  Saver saver(mode, root, job, partial);
+  const std::string dir = saver.save(7, 1);
   const Snapshot saved = snapshot(job);
   EXPECT_TRUE(fs::exists(dir + "/" + (partial ? "rank-00000.pt" : "model.pt")));
 
@@ -146,11 +65,13 @@ void roundTrip(bool partial, const std::string& name) {
   expectSame(saved, snapshot(job));
 }
 
-TEST(RoundTrip, EveryPartOfTheStateFull) { roundTrip(false, "full"); }
-TEST(RoundTrip, EveryPartOfTheStatePartial) { roundTrip(true, "partial"); }
+TEST_P(RoundTrip, EveryPartOfTheStateFull) { roundTrip(GetParam(), false, root("full")); }
+TEST_P(RoundTrip, EveryPartOfTheStatePartial) { roundTrip(GetParam(), true, root("partial")); }
+
+INSTANTIATE_TEST_SUITE_P(Checkpoint, RoundTrip, ::testing::Values(Mode::kSync, Mode::kAsync), modeName);
 
 // The debugger's counters are restored when a new run resumes (before its first step).
-TEST(RoundTrip, DebuggerAndProfilerCountersContinueInTheResumedRun) {
+TEST(RoundTripSync, DebuggerAndProfilerCountersContinueInTheResumedRun) {
   const std::string root = tempRoot() + "/counters";
   int64_t savedDebuggerStep = 0;
   {
@@ -178,12 +99,11 @@ TEST(RoundTrip, DebuggerAndProfilerCountersContinueInTheResumedRun) {
   EXPECT_EQ(job.model.steps_taken(), 5);
 }
 
-TEST(RoundTrip, FullCheckpointLoadsInAPlainLibtorchProgram) {
+TEST_P(RoundTrip, FullCheckpointLoadsInAPlainLibtorchProgram) {
   Job job;
   job.train(2);
-  strata::SaveOptions so;
-  so.step = 2;
-  const std::string dir = strata::save(tempRoot() + "/plain", job.model, job.opt, so);
+  Saver saver(GetParam(), root("plain"), job);
+  const std::string dir = saver.save(2);
   auto fresh = makeNet();
   torch::load(fresh, dir + "/model.pt");  // what a single-process libtorch user writes
   const auto a = job.net->named_parameters(true), b = fresh->named_parameters(true);
@@ -192,7 +112,7 @@ TEST(RoundTrip, FullCheckpointLoadsInAPlainLibtorchProgram) {
   for (const auto& p : ab) EXPECT_TRUE(torch::equal(p.value(), bb[p.key()])) << p.key();
 }
 
-TEST(RoundTrip, LoadModuleTakesALibtorchSavedModule) {
+TEST(RoundTripSync, LoadModuleTakesALibtorchSavedModule) {
   auto source = makeNet();
   const std::string file = tempRoot() + "/torch-saved.pt";
   fs::create_directories(tempRoot());
@@ -203,17 +123,15 @@ TEST(RoundTrip, LoadModuleTakesALibtorchSavedModule) {
   for (const auto& p : a) EXPECT_TRUE(torch::equal(p.value(), b[p.key()])) << p.key();
 }
 
-TEST(RoundTrip, CorruptedNewestCheckpointFallsBackToThePreviousOne) {
+TEST_P(RoundTrip, CorruptedNewestCheckpointFallsBackToThePreviousOne) {
   Job job;
-  const std::string root = tempRoot() + "/corrupt";
-  strata::SaveOptions so;
+  const std::string root = this->root("corrupt");
+  Saver saver(GetParam(), root, job);
   job.train(3);
-  so.step = 3;
-  strata::save(root, job.model, job.opt, so);
+  saver.save(3);
   const Snapshot atThree = snapshot(job);
   job.train(2);
-  so.step = 5;
-  const std::string newest = strata::save(root, job.model, job.opt, so);
+  const std::string newest = saver.save(5);
   {
     std::fstream f(newest + "/model.pt", std::ios::in | std::ios::out | std::ios::binary);
     f.seekg(100);
@@ -228,15 +146,11 @@ TEST(RoundTrip, CorruptedNewestCheckpointFallsBackToThePreviousOne) {
     EXPECT_TRUE(torch::equal(atThree.tensors[i], job.net->parameters()[i]));
 }
 
-TEST(RoundTrip, KeepsTheNewestK) {
+TEST_P(RoundTrip, KeepsTheNewestK) {
   Job job;
-  const std::string root = tempRoot() + "/keep";
-  strata::SaveOptions so;
-  so.keep = 2;
-  for (int64_t step : {1, 2, 3, 4}) {
-    so.step = step;
-    strata::save(root, job.model, job.opt, so);
-  }
+  const std::string root = this->root("keep");
+  Saver saver(GetParam(), root, job, /*partial=*/false, /*keep=*/2);
+  for (int64_t step : {1, 2, 3, 4}) saver.save(step);
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(root)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());

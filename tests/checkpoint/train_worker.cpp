@@ -3,24 +3,40 @@
 // fixed synthetic data set through a DistributedSampler, with a CheckpointManager.
 //
 //   train_worker --run-dir D --steps N [--every K] [--resume] [--partial] [--sleep-ms S]
-//                [--sigterm-at-step K --sigterm-rank R] [--pp 2]
+//                [--sigterm-at-step K --sigterm-rank R] [--pp 2] [--async] [--bad-config]
+//                [--hold-write-at-step K] [--start-gate FILE]
 //
+// --bad-config: an unknown key in the job config (the exit-status tests' config error).
 // --pp 2: model parallel, a 2-stage pipeline (2 microbatches) instead of data parallel.
+// --async: checkpoints written in the background ("checkpoint": {"async": true}).
+// --hold-write-at-step K: the background write of step K stops mid-shard (after creating
+//   D/held/rank-<r>) until D/release exists AND a save of the training thread is waiting for
+//   it, so a signal sent between the two arrives while the write is in flight.
+// --start-gate FILE: every rank waits for FILE before its first step (the test prepares
+//   the checkpoint directory meanwhile).
+//
+// Rank 0 prints "stats: saves=<n> background=<n> waited=<n>" at the end.
 //
 // Rank 0 prints "resumed step=<k> params_sha256=<hex>" after a resume, "saved step=<k>
 // params_sha256=<hex>" after each checkpoint, and "final: step=<n> params_sha256=<hex>".
 // Every rank writes its pid to D/pids/rank-<r>.pid (the fault injector's targets). Exits
-// with CheckpointManager::exit_code() (strata::kExitStopped after SIGTERM).
+// with CheckpointManager::exit_code() (strata::kExitStopped after SIGTERM), or
+// strata::exit_code_for(the error) (78 for a config error).
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 
+#include "adapter/checkpoint_async.h"
 #include "checkpoint/sha256.h"
 #include "strata/checkpoint.h"
 #include "strata/strata.h"
@@ -38,6 +54,10 @@ struct Flags {
   int sigtermRank = 0;
   int64_t batch = 8;  // per data-parallel rank
   int pp = 1;
+  bool async = false;
+  int64_t holdWriteAtStep = -1;
+  std::string startGate;
+  bool badConfig = false;
 };
 
 constexpr int64_t kSamples = 96;
@@ -57,6 +77,10 @@ Flags parse(int argc, char** argv) {
     else if (a == "--sigterm-rank") f.sigtermRank = std::stoi(next());
     else if (a == "--batch") f.batch = std::stoll(next());
     else if (a == "--pp") f.pp = std::stoi(next());
+    else if (a == "--async") f.async = true;
+    else if (a == "--hold-write-at-step") f.holdWriteAtStep = std::stoll(next());
+    else if (a == "--start-gate") f.startGate = next();
+    else if (a == "--bad-config") f.badConfig = true;
   }
   return f;
 }
@@ -95,11 +119,30 @@ std::string stateSha256(strata::DistributedModel& model, torch::nn::Module& net)
 std::string configJson(const Flags& f) {
   return std::string("{\"output_dir\": \"") + f.runDir + "\", \"checkpoint\": {\"dir\": \"" + f.runDir +
          "/ckpt\", \"every_steps\": " + std::to_string(f.every) + ", \"resume\": " + (f.resume ? "true" : "false") +
-         ", \"keep\": 2}, \"profiler\": {\"disable_profiler\": true}" +
+         ", \"keep\": 2, \"async\": " + (f.async ? "true" : "false") +
+         "}, \"profiler\": {\"disable_profiler\": true}" +
          (f.pp > 1 ? ", \"modelparallel\": {\"enabled\": true, \"partitions\": " + std::to_string(f.pp) +
                          ", \"microbatches\": 2}"
                    : std::string()) +
-         "}";
+         (f.badConfig ? ", \"chekpoint\": {}" : "") + "}";
+}
+
+// Waits (bounded, so a broken test cannot hang the worker) until `ready` holds.
+void waitUntil(const std::function<bool()>& ready) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!ready() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+}
+
+void holdBackgroundWrite(const Flags& f, strata::CheckpointManager& ckpt) {
+  const std::string heldDir = f.runDir + "/held";
+  std::filesystem::create_directories(heldDir);
+  auto held = std::make_shared<std::atomic<bool>>(false);
+  strata::detail::TEST_setBackgroundWriteHook([f, &ckpt, heldDir, held](int64_t step, int rank, uint64_t) {
+    if (step != f.holdWriteAtStep || held->exchange(true)) return;
+    std::ofstream(heldDir + "/rank-" + std::to_string(rank)) << step << "\n";
+    waitUntil([&] { return std::filesystem::exists(f.runDir + "/release") && ckpt.stats().waiting; });
+  });
 }
 
 void writePid(const Flags& f) {
@@ -123,6 +166,8 @@ int train(const Flags& f) {
   strata::CheckpointOptions co;
   co.partial = f.partial ? 1 : -1;  // -1: partial for a pipeline, full otherwise
   strata::CheckpointManager ckpt(model, opt, &sampler, co);
+  if (f.holdWriteAtStep >= 0) holdBackgroundWrite(f, ckpt);
+  if (!f.startGate.empty()) waitUntil([&] { return std::filesystem::exists(f.startGate); });
   int64_t step = ckpt.resume();
   int64_t epoch = ckpt.epoch();
   if (step > 0) {
@@ -164,7 +209,13 @@ int train(const Flags& f) {
   }
   const std::string hash = stateSha256(model, *net);
   if (strata::rank() == 0) std::printf("final: step=%lld params_sha256=%s\n", (long long)step, hash.c_str());
-  return ckpt.exit_code();
+  const int code = ckpt.exit_code();  // waits for a write still in flight
+  const strata::CheckpointStats stats = ckpt.stats();
+  if (strata::rank() == 0)
+    std::printf("stats: saves=%lld background=%lld waited=%lld\n", (long long)stats.saves,
+                (long long)stats.backgroundSaves, (long long)stats.waitedSaves);
+  strata::detail::TEST_setBackgroundWriteHook(nullptr);
+  return code;
 }
 
 }  // namespace
@@ -181,6 +232,6 @@ int main(int argc, char** argv) {
     return code;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_worker: %s\n", e.what());
-    return 1;
+    return strata::exit_code_for(e);
   }
 }

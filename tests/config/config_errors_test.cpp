@@ -92,6 +92,9 @@ const BadConfig kBadConfigs[] = {
     {"KeepNegative",
      R"({"checkpoint": {"keep": -1}})",
      {"/checkpoint/keep: expected an integer >= 0, got -1"}},
+    {"AsyncNotBool",
+     R"({"checkpoint": {"async": "yes"}})",
+     {"/checkpoint/async: expected true or false, got \"yes\""}},
     {"MonitorInterval",
      R"({"profiler": {"system_monitor_interval_millis": 300}})",
      {"/profiler/system_monitor_interval_millis: 300 is not one of 100, 200, 500, 1000, 5000, "

@@ -46,7 +46,7 @@ const char* kEveryKey = R"({
              "parameters": {"only_nan": "True", "collection_names": "gradients,weights"}},
             {"name": "ProfilerReport", "parameters": {"scan_interval_us": 30000000,
              "CPUBottleneck_threshold": "70", "LowGPUUtilization_window": 100}}],
-  "checkpoint": {"dir": "/tmp/ckpt", "every_steps": 50, "resume": true, "keep": 0},
+  "checkpoint": {"dir": "/tmp/ckpt", "every_steps": 50, "resume": true, "keep": 0, "async": true},
   "collectives": {"timeout_ms": 60000, "transport": "shm", "allreduce_algo": "tcp_ring"},
   "logging": {"level": "DEBUG", "subsys": ["COLL", "NET"], "ranks": [0, 3], "file": "/tmp/s.%r.log"}
 })";
@@ -79,6 +79,7 @@ TEST(ConfigDefaultsTest, EmptyObjectGivesSageMakerDefaults) {
   EXPECT_EQ(c.checkpoint.everySteps, 0);
   EXPECT_FALSE(c.checkpoint.resume);
   EXPECT_EQ(c.checkpoint.keep, 3);
+  EXPECT_FALSE(c.checkpoint.async);
   EXPECT_EQ(c.collectives.timeout, std::chrono::milliseconds(300000));
   EXPECT_EQ(c.collectives.transport, "auto");
   EXPECT_EQ(c.collectives.allreduceAlgo, "auto");
@@ -156,6 +157,7 @@ TEST(ConfigParseTest, EveryKey) {
   EXPECT_EQ(c.rules[1].parameters.at("collection_names"), "gradients,weights");
   EXPECT_EQ(c.rules[2].parameters.at("CPUBottleneck_threshold"), 70);
   EXPECT_EQ(c.checkpoint.keep, 0);
+  EXPECT_TRUE(c.checkpoint.async);
   EXPECT_EQ(c.collectives.timeout, std::chrono::milliseconds(60000));
   EXPECT_EQ(c.logging.level, "DEBUG");
   EXPECT_EQ(c.logging.subsys, (std::vector<std::string>{"COLL", "NET"}));
@@ -180,7 +182,7 @@ TEST_P(RoundTripTest, ToJsonParsesBackToTheSameSettings) {
   EXPECT_EQ(first, second) << first.dump(2) << "\n---\n" << second.dump(2);
   // Effective settings carry every section, defaults included.
   for (const char* key : {"modelparallel", "dataparallel", "output_dir", "debugger", "profiler",
-                          "rules", "checkpoint", "collectives", "logging"})
+                          "rules", "checkpoint", "collectives", "logging", "security"})
     EXPECT_TRUE(first.contains(key)) << key;
 }
 

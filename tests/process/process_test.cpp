@@ -666,4 +666,67 @@ TEST(Mpiexec, BadConfigFailsOnBothRanks) {
   EXPECT_EQ(out.find("ready rank="), std::string::npos) << out;
 }
 
+// ---------------------------------------------------------------------------------------
+// 5. The job secret (docs/security.md): a rank with another secret is refused by the store
+// and the job ends on every rank, naming why; a network store without a secret is refused.
+
+TEST(JobSecret, WrongSecretIsRefusedAndEveryRankEnds) {
+  Job job(testDir());
+  const int port = freePort();
+  ASSERT_GT(port, 0);
+  for (int r = 0; r < 2; ++r) {
+    job.spawn("rank" + std::to_string(r), {kWorker, "--mode", "init"},
+              rankEnv(r, 2, port, {"STRATA_TIMEOUT_MS=4000", r == 0 ? "STRATA_JOB_SECRET=alpha" : "STRATA_JOB_SECRET=beta"}));
+  }
+  ASSERT_TRUE(job.waitAll(milliseconds(30000))) << "hang on a wrong secret\n" << job.report();
+  // Rank 1 is refused at once: a config error naming the store and the secret settings.
+  const std::string refused = job[1].output();
+  EXPECT_TRUE(job[1].exitedWith(2)) << job.report();
+  EXPECT_NE(refused.find("error-type: ConfigError"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("127.0.0.1:" + std::to_string(port) + ": the server refused our proof of the job secret"),
+            std::string::npos)
+      << refused;
+  EXPECT_LT(msBetween(job.start(), job[1].end), 3500) << "the refusal waited for a timeout";
+  // Rank 0 (the store) gives up at its timeout, quoting the refusal of rank 1.
+  const std::string waited = job[0].output();
+  EXPECT_TRUE(job[0].exitedNonZero()) << job.report();
+  EXPECT_NE(waited.find("rank 1 did not join the job"), std::string::npos) << waited;
+  EXPECT_NE(waited.find("the store refused: 127.0.0.1:"), std::string::npos) << waited;
+  EXPECT_NE(waited.find("claiming rank 1: wrong job secret"), std::string::npos) << waited;
+}
+
+TEST(JobSecret, NetworkStoreWithoutASecretIsRefusedBeforeAnyConnection) {
+  Job job(testDir());
+  // A name that never resolves (RFC 2606): the check comes before any lookup or connection.
+  for (int r = 0; r < 2; ++r) {
+    job.spawn("rank" + std::to_string(r), {kWorker, "--mode", "init"},
+              with(cleanEnvironment(), {"RANK=" + std::to_string(r), "WORLD_SIZE=2", "MASTER_ADDR=store.strata.invalid",
+                                        "MASTER_PORT=29500"}));
+  }
+  ASSERT_TRUE(job.waitAll(milliseconds(20000))) << "hang\n" << job.report();
+  for (int r = 0; r < 2; ++r) {
+    const std::string out = job[static_cast<size_t>(r)].output();
+    EXPECT_TRUE(job[static_cast<size_t>(r)].exitedWith(2)) << job.report();
+    EXPECT_NE(out.find("error-type: ConfigError"), std::string::npos) << out;
+    EXPECT_NE(out.find("reachable over the network but the job has no secret"), std::string::npos) << out;
+    EXPECT_NE(out.find("STRATA_JOB_SECRET"), std::string::npos) << out;
+  }
+}
+
+TEST(JobSecret, MpiexecWithAWrongSecretOnOneRankEndsTheJob) {
+  if (std::string(kMpiexec).empty()) GTEST_SKIP() << "built without MPI";
+  Job job(testDir());
+  std::vector<std::string> argv = {kMpiexec, "--allow-run-as-root", "--oversubscribe", "-np", "1", "-x",
+                                   "STRATA_JOB_SECRET=alpha", kWorker, "--mode", "init", ":", "-np", "1", "-x",
+                                   "STRATA_JOB_SECRET=beta", kWorker, "--mode", "init"};
+  job.spawn("mpiexec", argv, mpiexecEnv(), /*ownGroup=*/true);
+  ASSERT_TRUE(job.waitAll(milliseconds(30000))) << "hang\n" << job.report();
+  EXPECT_TRUE(job[0].exitedNonZero()) << job.report();
+  const std::string out = job[0].output();
+  EXPECT_NE(out.find("error: [r1/2] TcpStore 127.0.0.1:"), std::string::npos) << out;
+  EXPECT_NE(out.find("the server refused our proof of the job secret: wrong job secret"), std::string::npos) << out;
+  EXPECT_EQ(out.find("ready rank="), std::string::npos) << out;
+  EXPECT_LT(msBetween(job.start(), job[0].end), static_cast<double>(kLongTimeoutMs)) << "ended only at a timeout";
+}
+
 }  // namespace

@@ -1,6 +1,7 @@
-// TLS on the TCP transport (STRATA_TLS, issue #8), ranks as threads of one process: the
-// bytes must arrive exactly as over plain TCP, a wrong secret or TLS on one side only
-// must fail with a clear error instead of connecting or hanging.
+// TLS on the TCP transport between hosts (issues #8, #17), ranks as threads of one process
+// each on its own host name: the bytes must arrive exactly as over plain TCP, a wrong
+// secret or encryption on one side only must fail with a clear error instead of
+// connecting or hanging.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -36,8 +37,15 @@ TransportOptions tlsOptions(bool tls, std::string secret, milliseconds timeout =
   opts.bindHost = "127.0.0.1";
   opts.advertiseHost = "127.0.0.1";
   opts.jobSecret = std::move(secret);
-  opts.tls = tls;
+  opts.encryptInterHost = tls;
   return opts;
+}
+
+// Every rank on a host of its own, so every pair uses TLS when encryption is on.
+std::vector<std::string> ownHosts(int worldSize) {
+  std::vector<std::string> hosts;
+  for (int r = 0; r < worldSize; ++r) hosts.push_back("host" + std::to_string(r));
+  return hosts;
 }
 
 std::vector<uint8_t> pattern(size_t numBytes, uint64_t seed) {
@@ -57,7 +65,12 @@ std::vector<std::vector<std::vector<uint8_t>>> ringExchange(bool tls, int worldS
   auto store = bootstrap::makeHashStore();
   std::vector<std::vector<std::vector<uint8_t>>> received(worldSize);
   runRanks(worldSize, [&](int rank) {
-    RankEnd end = connectRank(*store, rank, worldSize, tlsOptions(tls, "job-42"));
+    RankEnd end = connectRank(*store, rank, worldSize, tlsOptions(tls, "job-42"), ownHosts(worldSize));
+    for (int r = 0; r < worldSize; ++r) {
+      if (r != rank) {
+        EXPECT_EQ(end.byPeer[r]->encrypted(), tls) << "rank " << rank << " to " << r;
+      }
+    }
     const int right = (rank + 1) % worldSize;
     const int left = (rank + worldSize - 1) % worldSize;
     std::vector<std::vector<uint8_t>> out;
@@ -78,9 +91,9 @@ std::vector<std::vector<std::vector<uint8_t>>> ringExchange(bool tls, int worldS
 
 // ----- pure parts ------------------------------------------------------------------------
 
-TEST(TlsKeyTest, PskIsSha256OfLabelAndSecret) {
-  // Golden value: python3 -c "import hashlib; print(hashlib.sha256(
-  //   b'strata tcp tls psk v1\x00' + b'job-42').hexdigest())"
+TEST(TlsKeyTest, PskIsHkdfOfTheSecret) {
+  // Golden value: RFC 5869 HKDF-SHA256 in Python (tests/core/auth_test.cpp), salt
+  // b"strata job secret v1", info b"strata tls psk v1".
   const auto key = tcp::derivePsk("job-42");
   std::string hex;
   for (uint8_t b : key) {
@@ -88,7 +101,7 @@ TEST(TlsKeyTest, PskIsSha256OfLabelAndSecret) {
     hex += digits[b >> 4];
     hex += digits[b & 15];
   }
-  EXPECT_EQ(hex, "33a999ccea24f1f1132d0d2b29ebc3ddf2fd7d0753eb05601157407265706223");
+  EXPECT_EQ(hex, "5ca4d0ccd5fcfe25c4721715a0f8609f76230a0aa9f1f7242aac42b08eb9c5d5");
   EXPECT_NE(tcp::derivePsk("job-43"), key);
 }
 
@@ -130,7 +143,7 @@ TEST(TcpTlsTest, ManyMessagesFromSeparateSendAndRecvThreads) {
   constexpr int kMessages = 300;
   auto store = bootstrap::makeHashStore();
   runRanks(2, [&](int rank) {
-    RankEnd end = connectRank(*store, rank, 2, tlsOptions(true, "job-42"));
+    RankEnd end = connectRank(*store, rank, 2, tlsOptions(true, "job-42"), ownHosts(2));
     Connection& peer = *end.byPeer[1 - rank];
     std::thread sender([&] {
       std::vector<std::vector<uint8_t>> buffers;
@@ -155,7 +168,7 @@ TEST(TcpTlsTest, ManyMessagesFromSeparateSendAndRecvThreads) {
 TEST(TcpTlsTest, CloseTellsThePeerWhy) {
   auto store = bootstrap::makeHashStore();
   runRanks(2, [&](int rank) {
-    RankEnd end = connectRank(*store, rank, 2, tlsOptions(true, "job-42"));
+    RankEnd end = connectRank(*store, rank, 2, tlsOptions(true, "job-42"), ownHosts(2));
     bootstrap::storeBarrier(*store, "connected", 2, kTimeout);
     if (rank == 0) {
       end.byPeer[1]->close("rank 0 saw something wrong", CloseReason::kTimeout);
@@ -172,6 +185,28 @@ TEST(TcpTlsTest, CloseTellsThePeerWhy) {
   });
 }
 
+// ----- only between hosts ----------------------------------------------------------------
+
+// Ranks 0 and 1 share a host, rank 2 is alone: only the pairs with rank 2 encrypt, and
+// every pair still carries the same bytes.
+TEST(TcpTlsTest, OnlyPairsOnDifferentHostsEncrypt) {
+  auto store = bootstrap::makeHashStore();
+  const std::vector<std::string> hosts = {"node-a", "node-a", "node-b"};
+  runRanks(3, [&](int rank) {
+    RankEnd end = connectRank(*store, rank, 3, tlsOptions(true, "job-42"), hosts);
+    for (int r = 0; r < 3; ++r) {
+      if (r == rank) continue;
+      EXPECT_EQ(end.byPeer[r]->encrypted(), hosts[r] != hosts[rank]) << "rank " << rank << " to " << r;
+      std::vector<uint8_t> out = pattern(70000, static_cast<uint64_t>(rank * 10 + r)), in(70000);
+      auto send = end.byPeer[r]->postSend(out.data(), out.size(), 1);
+      end.byPeer[r]->postRecv(in.data(), in.size(), 1)->wait(kTimeout);
+      send->wait(kTimeout);
+      EXPECT_TRUE(in == pattern(70000, static_cast<uint64_t>(r * 10 + rank))) << "rank " << rank << " from " << r;
+    }
+    bootstrap::storeBarrier(*store, "done", 3, kTimeout);
+  });
+}
+
 // ----- refused peers ---------------------------------------------------------------------
 
 // Rank 0 dials rank 1 (lower ranks dial higher ones). Returns each rank's error text,
@@ -181,7 +216,7 @@ std::vector<std::string> connectExpectingFailure(const TransportOptions& rank0, 
   std::vector<std::string> errors(2);
   runRanks(2, [&](int rank) {
     try {
-      connectRank(*store, rank, 2, rank == 0 ? rank0 : rank1);
+      connectRank(*store, rank, 2, rank == 0 ? rank0 : rank1, ownHosts(2));
     } catch (const TimeoutError& e) {
       errors[rank] = std::string("timeout: ") + e.what();
     } catch (const NetworkError& e) {
@@ -197,20 +232,26 @@ TEST(TcpTlsTest, WrongSecretFailsTheTlsHandshake) {
   EXPECT_NE(errors[0].find("TLS with rank 1"), std::string::npos) << errors[0];
   EXPECT_NE(errors[0].find("STRATA_JOB_SECRET"), std::string::npos) << errors[0];
   EXPECT_EQ(errors[0].find("timeout: "), std::string::npos) << errors[0];
-  // Rank 1 dropped the connection and waited in vain for a good one.
+  // Rank 1 refused the connection and waited in vain for a good one; its error says why.
   EXPECT_NE(errors[1].find("timeout: "), std::string::npos) << errors[1];
   EXPECT_NE(errors[1].find("rank(s) 0"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[1].find("refused meanwhile"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[1].find("claiming rank 0"), std::string::npos) << errors[1];
 }
 
-TEST(TcpTlsTest, TlsOnTheDialingSideOnlyFailsClearly) {
+// Encryption on one side only: the acceptor sees the Hello's flag differ from its own
+// decision and refuses before any TLS byte, naming the setting.
+TEST(TcpTlsTest, EncryptionOnTheDialingSideOnlyFailsClearly) {
   const auto errors = connectExpectingFailure(tlsOptions(true, "s", milliseconds(1500)),
                                               tlsOptions(false, "s", milliseconds(1500)));
-  EXPECT_NE(errors[0].find("TLS with rank 1"), std::string::npos) << errors[0];
-  EXPECT_NE(errors[0].find("STRATA_TLS"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("rank 1"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("encryption setting differs"), std::string::npos) << errors[0];
+  EXPECT_EQ(errors[0].find("timeout: "), std::string::npos) << errors[0];
   EXPECT_NE(errors[1].find("timeout: "), std::string::npos) << errors[1];
+  EXPECT_NE(errors[1].find("encryption setting differs"), std::string::npos) << errors[1];
 }
 
-TEST(TcpTlsTest, TlsOnTheAcceptingSideOnlyFailsClearly) {
+TEST(TcpTlsTest, EncryptionOnTheAcceptingSideOnlyFailsClearly) {
   const auto errors = connectExpectingFailure(tlsOptions(false, "s", milliseconds(1500)),
                                               tlsOptions(true, "s", milliseconds(1500)));
   EXPECT_NE(errors[0].find("rank 1"), std::string::npos) << errors[0];

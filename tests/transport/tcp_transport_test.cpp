@@ -327,12 +327,16 @@ TEST(TcpTransportTest, WrongJobSecretIsRefused) {
       connectRank(*store, rank, 2, opts);
       ADD_FAILURE() << "rank " << rank << " connected despite different job secrets";
     } catch (const TimeoutError& e) {
-      // Rank 1 refused rank 0 and waits in vain for an acceptable connection.
+      // Rank 1 refused rank 0 and waits in vain for an acceptable connection; it says why.
       EXPECT_EQ(rank, 1) << e.what();
       EXPECT_NE(std::string(e.what()).find("rank(s) 0"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("refused meanwhile"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("claiming rank 0"), std::string::npos) << e.what();
     } catch (const NetworkError& e) {
+      // Rank 0 checked rank 1's proof first and found it wrong.
       EXPECT_EQ(rank, 0) << e.what();
-      EXPECT_NE(std::string(e.what()).find("wrong job secret"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("could not prove the job secret"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
     }
   });
 }

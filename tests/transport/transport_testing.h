@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -38,14 +39,17 @@ struct RankEnd {
   std::vector<std::unique_ptr<Connection>> byPeer;
 };
 
-inline RankEnd connectRank(bootstrap::Store& store, int rank, int worldSize, const TransportOptions& opts) {
+// `hosts[r]`: rank r's host identity (which pairs use TLS); empty: all on one host.
+inline RankEnd connectRank(bootstrap::Store& store, int rank, int worldSize, const TransportOptions& opts,
+                           const std::vector<std::string>& hosts = {}) {
   RankEnd end;
   end.transport = makeTcpTransport(opts);
+  const auto info = [&](int r) { return PeerInfo{r, hosts.empty() ? "127.0.0.1" : hosts[r], 0, 0}; };
   std::vector<PeerInfo> peers;
   for (int r = 0; r < worldSize; ++r) {
-    if (r != rank) peers.push_back(PeerInfo{r, "127.0.0.1", 0, 0});
+    if (r != rank) peers.push_back(info(r));
   }
-  auto connections = end.transport->connect(store, PeerInfo{rank, "127.0.0.1", 0, 0}, peers);
+  auto connections = end.transport->connect(store, info(rank), peers);
   EXPECT_EQ(connections.size(), peers.size());
   end.byPeer.resize(worldSize);
   for (size_t i = 0; i < connections.size(); ++i) {

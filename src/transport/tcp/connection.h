@@ -18,7 +18,7 @@
 //   * A failure (peer EOF/ECONNRESET/EPIPE, socket error, header mismatch, an abandoned
 //     op, local close) is recorded once; every pending and later op fails with it, and
 //     the socket is shut down so the peer fails promptly too instead of hanging.
-//   * With TLS (STRATA_TLS), the bytes go through the connection's TlsSession instead of
+//   * With TLS (between hosts, tls.h), the bytes go through the connection's TlsSession instead of
 //     sendmsg/readv; the session serialises the two directions' OpenSSL calls itself.
 //     Each send coalesces the header with the first payload bytes into one TLS record.
 //   * A TcpOp is waited on by one thread at a time. Destroying an op that has not
@@ -120,6 +120,7 @@ class ConnectionCore {
 
   int peer() const { return peer_; }
   uint64_t id() const { return id_; }
+  bool usesTls() const { return usesTls_; }
   int fd() const { return fd_.get(); }
 
   // Queues the op and, when it is first in line, starts its I/O on the calling thread.
@@ -179,6 +180,7 @@ class TcpConnection final : public Connection {
   std::unique_ptr<PendingOp> postSend(const void* data, size_t numBytes, uint64_t tag) override;
   std::unique_ptr<PendingOp> postRecv(void* data, size_t numBytes, uint64_t tag) override;
   void close(const std::string& why, CloseReason reason) override { core_->close(why, reason); }
+  bool encrypted() const override { return core_->usesTls(); }
 
  private:
   std::shared_ptr<ConnectionCore> core_;

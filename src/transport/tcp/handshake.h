@@ -1,18 +1,30 @@
-// The first bytes on a new transport connection. The connecting (lower) rank sends a
-// Hello naming itself, the rank it means to reach and the job secret; the accepting rank
-// answers with one HelloStatus byte and closes the socket unless it is kAccepted.
+// The first bytes on a new transport connection (issue #17): who is calling, whether the
+// pair uses TLS, and a challenge-response proving both ends hold the job secret without
+// sending it (core/auth.h). The dialer is the lower rank.
 //
-// Wire format (little-endian): u32 magic | u16 version | u16 reserved | i32 fromRank |
-// i32 toRank | u32 secretBytes | secret. The secret travels in clear: it keeps a
-// different job (or a stray connection) out, it is not protection against a sniffer.
-// With STRATA_TLS=1 the Hello (and everything after it) travels inside TLS (tls.h).
+//   dialer   -> acceptor  Hello      u32 magic "STRH" | u16 version 2 | u8 flags (1: the
+//                                    dialer wants TLS) | u8 0 | i32 fromRank | i32 toRank |
+//                                    nonce Nd                                      (48 B, plain)
+//   acceptor -> dialer    Status     u8 kAccepted (go on), kWrongRank or kTlsMismatch (plain)
+//   [both: the TLS handshake (tls.h) when the pair uses TLS; everything below inside it]
+//   acceptor -> dialer    Challenge  nonce Na | prove(Kt, "tcp-acceptor", from, to, Nd, Na)
+//   dialer   -> acceptor  Proof      prove(Kt, "tcp-dialer", from, to, Nd, Na); a dialer that
+//                                    finds the acceptor's proof wrong closes instead
+//   acceptor -> dialer    Verdict    u8 kAccepted or kWrongSecret
 //
-// Thread-safety: stateless free functions.
+// Kt = deriveKey(secret, kTransportAuth). The acceptor proves first, so a dialer never
+// answers a stranger's challenge; the roles differ, so a reflected proof fails; both nonces
+// are fresh, so a replayed one fails; the ranks are bound, so a proof for one pair is
+// useless for another. transport.cpp orders the steps so that no rank waits on a later
+// step of another (see there).
+//
+// Thread-safety: stateless free functions over one socket (and its TLS session).
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "core/auth.h"
 #include "transport/tcp/socket.h"
 #include "transport/tcp/tls.h"
 
@@ -21,25 +33,34 @@ namespace strata::transport::tcp {
 struct Hello {
   int fromRank = -1;
   int toRank = -1;
-  std::string secret;
+  bool wantsTls = false;
+  auth::Nonce nonce{};
 };
 
-enum class HelloStatus : uint8_t { kAccepted = 0, kWrongSecret = 1, kWrongRank = 2 };
+enum class HelloStatus : uint8_t { kAccepted = 0, kWrongSecret = 1, kWrongRank = 2, kTlsMismatch = 3 };
 const char* helloStatusText(HelloStatus status);
 
-// With `tls` (STRATA_TLS), the bytes travel inside that session instead of in clear.
-IoStatus sendHello(int fd, const Hello& hello, Clock::time_point deadline, int* err,
-                   TlsSession* tls = nullptr);
-// False (with *why) on a timeout, a closed socket or bytes that are not a Hello.
-bool recvHello(int fd, Hello* hello, Clock::time_point deadline, std::string* why,
-               TlsSession* tls = nullptr);
+// The proof each side sends (pure; the roles and ranks are bound in).
+auth::Mac acceptorProof(const auth::Key& key, const Hello& hello, const auth::Nonce& acceptorNonce);
+auth::Mac dialerProof(const auth::Key& key, const Hello& hello, const auth::Nonce& acceptorNonce);
 
-IoStatus sendHelloStatus(int fd, HelloStatus status, Clock::time_point deadline, int* err,
-                         TlsSession* tls = nullptr);
-IoStatus recvHelloStatus(int fd, HelloStatus* status, Clock::time_point deadline, int* err,
-                         TlsSession* tls = nullptr);
+// Plain bytes, before any TLS.
+IoStatus sendHello(int fd, const Hello& hello, Clock::time_point deadline, int* err);
+// False (with *why) on a timeout, a closed socket or bytes that are not a Hello of ours.
+bool recvHello(int fd, Hello* hello, Clock::time_point deadline, std::string* why);
 
-// Compares in time independent of where the strings differ.
-bool secretsEqual(const std::string& a, const std::string& b);
+// One status byte; inside `tls` when given.
+IoStatus sendStatus(int fd, HelloStatus status, Clock::time_point deadline, int* err, TlsSession* tls = nullptr);
+IoStatus recvStatus(int fd, HelloStatus* status, Clock::time_point deadline, int* err, TlsSession* tls = nullptr);
+
+// Raw bytes of the challenge-response; inside `tls` when given.
+IoStatus sendBytes(int fd, TlsSession* tls, const void* data, size_t numBytes, Clock::time_point deadline,
+                   int* err);
+IoStatus recvBytes(int fd, TlsSession* tls, void* data, size_t numBytes, Clock::time_point deadline, int* err);
+
+// Pure: whether a connection between two ranks uses TLS. Only ranks of different hosts
+// (`host`: the runtime's host identity, pretend hosts of STRATA_HOSTS included) encrypt;
+// ranks of one host talk plain.
+bool pairUsesTls(bool encryptInterHost, const std::string& selfHost, const std::string& peerHost);
 
 }  // namespace strata::transport::tcp

@@ -9,13 +9,12 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/auth.h"
 #include "core/errors.h"
 
 namespace strata::transport::tcp {
 namespace {
 
-// Versioned label: a new key derivation gets a new label, never the same key.
-constexpr char kPskLabel[] = "strata tcp tls psk v1";
 constexpr char kPskIdentity[] = "strata";
 // AES-GCM first (hardware AES on x86), ChaCha20 for CPUs without it.
 constexpr char kCipherList[] = "PSK-AES128-GCM-SHA256:PSK-CHACHA20-POLY1305";
@@ -89,20 +88,14 @@ SSL_CTX* contextFor(bool isServer) {
 }  // namespace
 
 std::array<uint8_t, kPskBytes> derivePsk(const std::string& secret) {
-  std::string input(kPskLabel, sizeof(kPskLabel));  // label and its NUL separate the secret
-  input += secret;
-  std::array<uint8_t, kPskBytes> key{};
-  unsigned int length = 0;
-  STRATA_CHECK(EVP_Digest(input.data(), input.size(), key.data(), &length, EVP_sha256(), nullptr) == 1 &&
-                   length == kPskBytes,
-               "TLS: SHA-256 of the job secret failed");
-  return key;
+  return auth::deriveKey(secret, auth::KeyUse::kTlsPsk);
 }
 
-void checkTlsOptions(bool tls, const std::string& jobSecret) {
-  STRATA_CHECK(!tls || !jobSecret.empty(),
-               "STRATA_TLS=1 needs a job secret to derive the TLS key from: set STRATA_JOB_SECRET "
-               "(the same value on every rank)");
+void checkTlsOptions(bool encrypt, const std::string& jobSecret) {
+  STRATA_CHECK_WITH(ConfigError, !encrypt || !jobSecret.empty(),
+                    "encrypting traffic between hosts (security.encrypt_inter_node_traffic or STRATA_TLS=1) needs "
+                    "a job secret to derive the TLS key from: set STRATA_JOB_SECRET, STRATA_JOB_SECRET_FILE or "
+                    "security.job_secret_file (the same on every rank; see docs/security.md)");
 }
 
 TlsSession::TlsSession(ssl_st* ssl, int fd, const std::string& secret)
@@ -201,6 +194,12 @@ TlsStatus TlsSession::read(void* data, size_t numBytes, size_t* moved, std::stri
 bool TlsSession::writePending() const {
   std::lock_guard<std::mutex> lock(mu_);
   return writePending_;
+}
+
+std::string TlsSession::description() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const char* cipher = SSL_get_cipher_name(ssl_);
+  return std::string(SSL_get_version(ssl_)) + " " + (cipher != nullptr ? cipher : "?");
 }
 
 IoStatus TlsSession::sendAll(const void* data, size_t numBytes, Clock::time_point deadline,

@@ -1,14 +1,14 @@
-// Optional TLS on TCP transport connections (STRATA_TLS=1, issue #8).
+// TLS on TCP transport connections between hosts (security.encrypt_inter_node_traffic or
+// STRATA_TLS=1; issues #8, #17).
 //
 // Certificate-free: TLS 1.2 with pre-shared-key cipher suites, the key derived from the
-// job secret (STRATA_JOB_SECRET). Both ends prove they hold the secret, and the secret
-// itself never crosses the wire (the plain Hello carries it in clear). A peer with
-// another secret fails the handshake. No renegotiation. The PSK suites have no forward
-// secrecy: the key lives as long as the job's secret.
+// job secret by HKDF-SHA256 (core/auth.h, info "strata tls psk v1"). Both ends prove they
+// hold the secret, which never crosses the wire. A peer with another secret fails the
+// handshake. No renegotiation. The PSK suites have no forward secrecy: the key lives as
+// long as the job's secret.
 //
-// When TLS is on, every TCP connection uses it (also two ranks of one host forced onto
-// TCP): simpler than telling hosts apart here, and the shared-memory transport carries
-// same-host traffic in normal runs anyway.
+// Only connections between ranks of different hosts use it (handshake.h pairUsesTls):
+// ranks of one host talk plain, and use shared memory anyway unless TCP is forced.
 //
 // Thread-safety: a TlsSession serialises its own OpenSSL calls (one mutex), so a send
 // and a receive may run on different threads; it never blocks inside that mutex.
@@ -27,10 +27,10 @@ struct ssl_st;
 namespace strata::transport::tcp {
 
 constexpr size_t kPskBytes = 32;
-// SHA-256 of a fixed label and the job secret: the same secret gives the same key.
+// HKDF-SHA256 of the job secret (auth::KeyUse::kTlsPsk): the same secret gives the same key.
 std::array<uint8_t, kPskBytes> derivePsk(const std::string& secret);
-// Throws ConfigError when TLS is asked for without a secret to derive its key from.
-void checkTlsOptions(bool tls, const std::string& jobSecret);
+// Throws ConfigError when encryption is asked for without a secret to derive its key from.
+void checkTlsOptions(bool encrypt, const std::string& jobSecret);
 
 enum class TlsStatus { kOk, kWantIo, kClosed, kError };
 
@@ -50,6 +50,8 @@ class TlsSession {
   TlsStatus read(void* data, size_t numBytes, size_t* moved, std::string* why);
   // True while a record is half-written: only the same bytes may be written next.
   bool writePending() const;
+  // The negotiated protocol and cipher suite, e.g. "TLSv1.2 PSK-AES128-GCM-SHA256".
+  std::string description() const;
 
   // Blocking with a deadline, for the Hello exchange.
   IoStatus sendAll(const void* data, size_t numBytes, Clock::time_point deadline, std::string* why);

@@ -1,0 +1,223 @@
+#include "adapter/checkpoint_state.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/types.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "checkpoint/publication.h"
+#include "checkpoint/writer.h"
+#include "core/errors.h"
+#include "debugger/torch_hook.h"
+#include "strata/runtime.h"
+
+namespace strata::detail {
+namespace {
+
+namespace ck = strata::checkpoint;
+
+torch::Tensor int64Tensor(const std::vector<int64_t>& values) {
+  return torch::tensor(at::ArrayRef<int64_t>(values), torch::kInt64);
+}
+
+torch::Tensor textTensor(const std::string& text) {
+  torch::Tensor t = torch::empty({static_cast<int64_t>(text.size())}, torch::kUInt8);
+  if (!text.empty()) std::memcpy(t.data_ptr(), text.data(), text.size());
+  return t;
+}
+
+torch::Tensor cpuRngState() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+std::vector<torch::Tensor> gatherRngStates() {
+  const torch::Tensor mine = cpuRngState().contiguous();
+  int64_t sizes[2] = {mine.numel(), -mine.numel()};
+  world().allreduce(sizes, sizes, 2, DType::kInt64, ReduceOp::kMax);
+  STRATA_CHECK(sizes[0] == -sizes[1], "checkpoint: ranks disagree on the CPU generator's state size");
+  torch::Tensor all = torch::empty({world().size(), mine.numel()}, torch::kUInt8);
+  world().allgather(mine.data_ptr(), all.data_ptr(), static_cast<size_t>(mine.numel()), DType::kUInt8);
+  std::vector<torch::Tensor> out;
+  for (int r = 0; r < world().size(); ++r) out.push_back(all[r].clone());
+  return out;
+}
+
+// The debugger hook's counters as [global, train, eval, predict, global-mode].
+std::vector<int64_t> debuggerCounters() {
+  debugger::StepCounters c;
+  if (debugger::TorchHook* hook = debugger::activeHook()) c = hook->core().counters();
+  std::vector<int64_t> out{c.globalStep};
+  out.insert(out.end(), c.modeSteps.begin(), c.modeSteps.end());
+  return out;
+}
+
+// Strata's own state: optimizer, counters, RNG, sampler.
+void writeState(OutputArchive& root, const ShardContent& c) {
+  OutputArchive state;
+  OutputArchive opt;
+  c.writeOptimizer(opt);
+  state.write("optimizer", opt);
+  state.write("counters", int64Tensor(c.counters), /*is_buffer=*/true);
+  state.write("debugger_counters", int64Tensor(c.debuggerCounters), /*is_buffer=*/true);
+  state.write("rng_ranks", int64Tensor({static_cast<int64_t>(c.rngStates.size())}), /*is_buffer=*/true);
+  for (size_t r = 0; r < c.rngStates.size(); ++r)
+    state.write("rng_cpu_" + std::to_string(r), c.rngStates[r], /*is_buffer=*/true);
+  if (c.sampler) state.write("sampler", *c.sampler);
+  root.write(kStateArchiveKey, state);
+}
+
+// This rank's parameters and buffers by their path in the model (a pipeline stage's own).
+void writeLocalTensors(OutputArchive& root, const ShardContent& c) {
+  OutputArchive local;
+  std::string names;
+  for (size_t i = 0; i < c.tensors.size(); ++i) {
+    names += c.names[i] + "\n";
+    local.write("t" + std::to_string(i), c.tensors[i], /*is_buffer=*/true);
+  }
+  local.write("names", textTensor(names), /*is_buffer=*/true);
+  root.write(kLocalArchiveKey, local);
+}
+
+using ModuleTree = StateSnapshot::ModuleTree;
+
+ModuleTree buildTree(const torch::nn::Module& module, std::vector<torch::Tensor>& tensors) {
+  ModuleTree tree;
+  for (const auto& p : module.named_parameters(/*recurse=*/false)) {
+    tree.leaves.push_back({p.key(), tensors.size(), false, p.value().requires_grad()});
+    tensors.push_back(p.value());
+  }
+  for (const auto& b : module.named_buffers(/*recurse=*/false)) {
+    tree.leaves.push_back({b.key(), tensors.size(), true, b.value().requires_grad()});
+    tensors.push_back(b.value());
+  }
+  for (const auto& child : module.named_children())
+    if (child.value()->is_serializable()) tree.children.emplace_back(child.key(), buildTree(*child.value(), tensors));
+  return tree;
+}
+
+// What Module::save writes, with the snapshot's copies in place of the module's tensors.
+void writeTree(OutputArchive& archive, const ModuleTree& tree, const std::vector<torch::Tensor>& tensors) {
+  for (const auto& leaf : tree.leaves) {
+    torch::Tensor t = tensors[leaf.index];
+    // A parameter's requires_grad flag is part of the archive; the copy shares the storage.
+    if (t.defined() && leaf.requiresGrad) t = t.detach().requires_grad_(true);
+    archive.write(leaf.name, t, leaf.isBuffer);
+  }
+  for (const auto& child : tree.children) {
+    OutputArchive sub(archive.compilation_unit());
+    writeTree(sub, child.second, tensors);
+    archive.write(child.first, sub);
+  }
+}
+
+}  // namespace
+
+std::string trimmed(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+namespace {
+
+std::vector<ck::ShardRecord> gatherOutcomes(bool ok, const std::string& error) {
+  ck::ShardRecord mine = ck::makeShardRecord(world().rank(), 0);
+  if (!ok) ck::markFailed(mine, error);
+  std::vector<ck::ShardRecord> all(world().size());
+  world().allgather(&mine, all.data(), sizeof(ck::ShardRecord), DType::kUInt8);
+  return all;
+}
+
+}  // namespace
+
+void agreeOrThrow(bool ok, const std::string& error, const std::string& what) {
+  const std::string failure = ck::firstFailure(gatherOutcomes(ok, error));
+  STRATA_CHECK(failure.empty(), what, " ", failure);
+}
+
+std::string agreeOnError(bool ok, const std::string& error) {
+  for (const ck::ShardRecord& r : gatherOutcomes(ok, error))
+    if (!r.ok) return ck::errorOf(r);
+  return "";
+}
+
+ShardContent captureLive(DistributedModel& model, DistributedOptimizer& optimizer, DistributedSampler* sampler,
+                         int64_t step, int64_t epoch, bool partial) {
+  ShardContent c;
+  c.partial = partial;
+  if (partial) {
+    for (const auto& item : model.local_state_dict()) {
+      c.names.push_back(item.key());
+      c.tensors.push_back(item.value().detach());
+    }
+  } else {
+    std::shared_ptr<torch::nn::Module> module = model.module();
+    c.writeModule = [module](OutputArchive& archive) { module->save(archive); };
+  }
+  torch::optim::Optimizer* opt = &optimizer.optimizer();
+  c.writeOptimizer = [opt](OutputArchive& archive) { opt->save(archive); };
+  c.counters = {step, epoch, model.steps_taken(), world().size(), model.pp_size()};
+  c.debuggerCounters = debuggerCounters();
+  c.rngStates = partial ? std::vector<torch::Tensor>{cpuRngState()} : gatherRngStates();
+  if (sampler) {
+    c.sampler = std::make_shared<OutputArchive>();
+    sampler->save(*c.sampler);
+  }
+  return c;
+}
+
+ck::ShardInfo writeShardContent(const std::string& dir, const std::string& file, const ShardContent& content,
+                                const WriteProgress& progress) {
+  OutputArchive root;
+  if (content.partial) {
+    writeLocalTensors(root, content);
+  } else {
+    content.writeModule(root);  // the top level torch::load(module, path) reads
+  }
+  writeState(root, content);
+  return ck::writeShard(dir, file, [&root, &progress](const ck::ByteSink& sink) {
+    uint64_t written = 0;
+    root.save_to([&](const void* data, size_t size) -> size_t {
+      sink(data, size);
+      written += size;
+      if (progress) progress(written);
+      return size;
+    });
+  });
+}
+
+bool StateSnapshot::supports(DistributedOptimizer& optimizer) {
+  return OptimizerSnapshot::supports(optimizer.optimizer());
+}
+
+ShardContent StateSnapshot::take(const ShardContent& live, DistributedModel& model, DistributedOptimizer& optimizer) {
+  ShardContent out = live;  // counters, generator states and the sampler's archive are already copies
+  std::vector<torch::Tensor> liveTensors;
+  if (live.partial) {
+    names_ = live.names;
+    liveTensors = live.tensors;
+  } else {
+    tree_ = buildTree(*model.module(), liveTensors);
+  }
+  buffers_.resize(liveTensors.size());
+  for (size_t i = 0; i < liveTensors.size(); ++i) copyIntoReused(buffers_[i], liveTensors[i]);
+  if (live.partial) {
+    out.tensors = buffers_;
+  } else {
+    out.writeModule = [this](OutputArchive& archive) { writeTree(archive, tree_, buffers_); };
+  }
+  optimizer_.take(optimizer.optimizer());
+  out.writeOptimizer = [this](OutputArchive& archive) { optimizer_.write(archive); };
+  return out;
+}
+
+uint64_t StateSnapshot::bytes() const {
+  uint64_t total = optimizer_.bytes();
+  for (const auto& t : buffers_)
+    if (t.defined()) total += static_cast<uint64_t>(t.nbytes());
+  return total;
+}
+
+}  // namespace strata::detail

@@ -1,0 +1,158 @@
+// What a scheduler sees (docs/exit_status.md), for real: a 2-rank data-parallel job
+// (checkpoint_train_worker) under Open MPI's mpirun, alone or under `strata run`, stopped
+// with SIGUSR1 or SIGTERM, with a rank SIGKILLed, or with a bad config. Each job runs a few
+// seconds; a job still running after kWallLimit is a hang and fails the test.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "checkpoint/catalog.h"
+#include "strata/exit_codes.h"
+#include "testing/child_process.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+using strata::testing::ChildProcess;
+using strata::testing::lastValueOf;
+using strata::testing::readWholeFile;
+using strata::testing::waitForFile;
+
+const std::string kWorker = STRATA_TRAIN_WORKER;
+const std::string kStrata = STRATA_CLI;
+const std::string kMpiexec = STRATA_MPIEXEC;
+const std::string kRunRoot = STRATA_LAUNCH_RUN_DIR;
+constexpr milliseconds kWallLimit{90000};
+constexpr milliseconds kStartLimit{40000};  // mpirun and libtorch start slowly on a loaded machine
+
+class ExitStatus : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+    setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
+    dir_ = kRunRoot + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  // mpiexec -n 2 worker; a long, slow job unless `steps` says otherwise.
+  std::vector<std::string> job(const std::vector<std::string>& extra = {}, int steps = 2000) const {
+    std::vector<std::string> argv = {kMpiexec, "-n", "2", kWorker, "--run-dir", dir_, "--steps",
+                                     std::to_string(steps), "--every", "1000", "--sleep-ms", "10"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return argv;
+  }
+  std::vector<std::string> underStrataRun(int maxRestarts, const std::vector<std::string>& command) const {
+    std::vector<std::string> argv = {kStrata, "run", "--max-restarts", std::to_string(maxRestarts),
+                                     "--restart-delay-ms", "50", "--"};
+    argv.insert(argv.end(), command.begin(), command.end());
+    return argv;
+  }
+  // Waits until both ranks train (their pid files exist), then a little longer.
+  void waitUntilTraining(ChildProcess& child) const {
+    for (int rank = 0; rank < 2; ++rank)
+      ASSERT_TRUE(waitForFile(pidFile(rank), child, kStartLimit)) << child.output();
+    std::this_thread::sleep_for(milliseconds(300));
+  }
+  std::string pidFile(int rank) const { return dir_ + "/pids/rank-" + std::to_string(rank) + ".pid"; }
+  void expectNewestCheckpointComplete() const {
+    const auto entries = strata::checkpoint::listCheckpoints(dir_ + "/ckpt");
+    ASSERT_FALSE(entries.empty()) << "no checkpoint written";
+    const auto verdict = strata::checkpoint::verifyCheckpoint(entries.front().path);
+    EXPECT_TRUE(verdict.complete) << entries.front().path << ": " << verdict.why;
+  }
+  std::string dir_;
+};
+
+TEST_F(ExitStatus, SigusrOneToMpirunStopsTheJobWithACheckpointAndExits75) {
+  ChildProcess mpirun(job(), dir_ + "/log.txt");
+  waitUntilTraining(mpirun);
+  mpirun.signal(SIGUSR1);
+  int code = 0;
+  ASSERT_TRUE(mpirun.wait(kWallLimit, &code)) << "hang\n" << mpirun.output();
+  EXPECT_EQ(code, strata::kExitStopped) << mpirun.output();
+  const std::string step = lastValueOf(mpirun.output(), "final:", "step");
+  EXPECT_FALSE(step.empty()) << mpirun.output();
+  EXPECT_EQ(lastValueOf(mpirun.output(), "saved", "step"), step) << mpirun.output();
+  expectNewestCheckpointComplete();
+}
+
+// Open MPI's own behaviour, documented in docs/exit_status.md: SIGTERM to mpirun aborts the
+// job and mpirun exits 1 whatever the ranks did. (If this starts failing, Open MPI changed and
+// the document must change with it.)
+TEST_F(ExitStatus, SigtermToMpirunItselfExitsOne) {
+  ChildProcess mpirun(job(), dir_ + "/log.txt");
+  waitUntilTraining(mpirun);
+  mpirun.signal(SIGTERM);
+  int code = 0;
+  ASSERT_TRUE(mpirun.wait(kWallLimit, &code)) << "hang\n" << mpirun.output();
+  EXPECT_EQ(code, 1) << mpirun.output();
+}
+
+TEST_F(ExitStatus, SigtermToStrataRunBecomesAStopAndIsNotRestarted) {
+  ChildProcess run(underStrataRun(3, job()), dir_ + "/log.txt");
+  waitUntilTraining(run);
+  run.signal(SIGTERM);
+  int code = 0;
+  ASSERT_TRUE(run.wait(kWallLimit, &code)) << "hang\n" << run.output();
+  const std::string out = run.output();
+  EXPECT_EQ(code, strata::kExitStopped) << out;
+  EXPECT_NE(out.find("stopped after its checkpoint, as we were asked to"), std::string::npos) << out;
+  EXPECT_EQ(out.find("attempt 2"), std::string::npos) << "restarted after a stop request\n" << out;
+  expectNewestCheckpointComplete();
+}
+
+// A stop from outside (SIGTERM to one rank, as a node's reclaim does) is an interruption:
+// `strata run` restarts the job, which resumes from the checkpoint and finishes.
+TEST_F(ExitStatus, InterruptionFromOutsideIsRestartedAndResumes) {
+  ChildProcess run(underStrataRun(1, job({"--resume"}, 60)), dir_ + "/log.txt");
+  waitUntilTraining(run);
+  const pid_t rank1 = static_cast<pid_t>(std::atol(readWholeFile(pidFile(1)).c_str()));
+  ASSERT_GT(rank1, 0);
+  ::kill(rank1, SIGTERM);
+  int code = 0;
+  ASSERT_TRUE(run.wait(kWallLimit, &code)) << "hang\n" << run.output();
+  const std::string out = run.output();
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("interrupted after its checkpoint; restart 1 of 1"), std::string::npos) << out;
+  EXPECT_FALSE(lastValueOf(out, "resumed", "step").empty()) << out;
+  EXPECT_EQ(lastValueOf(out, "final:", "step"), "60") << out;
+}
+
+TEST_F(ExitStatus, KilledRankGives137AndIsRestarted) {
+  ChildProcess run(underStrataRun(1, job({"--resume"}, 40)), dir_ + "/log.txt");
+  waitUntilTraining(run);
+  const pid_t rank1 = static_cast<pid_t>(std::atol(readWholeFile(pidFile(1)).c_str()));
+  ASSERT_GT(rank1, 0);
+  ::kill(rank1, SIGKILL);
+  int code = 0;
+  ASSERT_TRUE(run.wait(kWallLimit, &code)) << "hang\n" << run.output();
+  const std::string out = run.output();
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("exited with code 137; restart 1 of 1"), std::string::npos) << out;
+  EXPECT_EQ(lastValueOf(out, "final:", "step"), "40") << out;
+}
+
+TEST_F(ExitStatus, ConfigErrorExits78UnderMpirunAndIsNotRestarted) {
+  ChildProcess mpirun(job({"--bad-config"}), dir_ + "/mpirun.txt");
+  int code = 0;
+  ASSERT_TRUE(mpirun.wait(kWallLimit, &code)) << "hang\n" << mpirun.output();
+  EXPECT_EQ(code, strata::kExitConfigError) << mpirun.output();
+  EXPECT_NE(mpirun.output().find("did you mean \"checkpoint\""), std::string::npos) << mpirun.output();
+
+  ChildProcess run(underStrataRun(3, job({"--bad-config"})), dir_ + "/run.txt");
+  ASSERT_TRUE(run.wait(kWallLimit, &code)) << "hang\n" << run.output();
+  const std::string out = run.output();
+  EXPECT_EQ(code, strata::kExitConfigError) << out;
+  EXPECT_NE(out.find("configuration is invalid; not restarting"), std::string::npos) << out;
+  EXPECT_EQ(out.find("attempt 2"), std::string::npos) << "a config error was retried\n" << out;
+}
+
+}  // namespace
