@@ -29,13 +29,13 @@ const char* directAlgoFor(TransportKind kind) {
   return kind == TransportKind::kHierarchical ? "hierarchical_direct" : "shm_direct";
 }
 
-HarnessOptions directOptions(TransportKind kind, size_t count = 0) {
+HarnessOptions directOptions(TransportKind kind) {
   HarnessOptions opts;
   opts.kind = kind;
   opts.connectTcp = kind != TransportKind::kShm;
   opts.allreduceAlgo = directAlgoFor(kind);
-  // Several blocks at every count: 4 KiB ones for the small counts, the default for the large.
-  opts.directBlockBytes = count <= 4096 ? 4096 : 0;
+  // Several blocks per shard at the larger counts (the default, 128 KiB, is for speed).
+  opts.directBlockBytes = 4096;
   return opts;
 }
 
@@ -43,7 +43,7 @@ class DirectSweep : public ::testing::TestWithParam<std::tuple<TransportKind, in
 
 TEST_P(DirectSweep, EveryTypeAndOpMatchesTheReference) {
   const auto [kind, worldSize, count] = GetParam();
-  runRanks(worldSize, directOptions(kind, count), [&, kind = kind, count = count](collectives::Communicator& comm) {
+  runRanks(worldSize, directOptions(kind), [&, kind = kind, count = count](collectives::Communicator& comm) {
     // Room for the largest element type at the largest offset used below.
     auto buffer = comm.allocateShared((count + 8) * 8);
     ASSERT_EQ(buffer->peerMapped(), comm.size() > 1);
@@ -72,7 +72,8 @@ std::string sweepName(const ::testing::TestParamInfo<DirectSweep::ParamType>& in
          "_c" + std::to_string(std::get<2>(info.param));
 }
 
-const auto kCounts = ::testing::Values(size_t{0}, size_t{1}, size_t{13}, size_t{4096}, size_t{(1 << 20) + 3});
+// 4 KiB blocks (directOptions), so the largest count spans several blocks per shard.
+const auto kCounts = ::testing::Values(size_t{0}, size_t{1}, size_t{13}, size_t{4096}, size_t{(1 << 16) + 3});
 
 INSTANTIATE_TEST_SUITE_P(OneHost, DirectSweep,
                          ::testing::Combine(::testing::Values(TransportKind::kShm), ::testing::Values(1, 2, 3, 4, 7),
@@ -272,8 +273,9 @@ TEST_P(InconsistentPlacement, FailsOnEveryRankNamingTheBuffer) {
 
 INSTANTIATE_TEST_SUITE_P(Collectives, InconsistentPlacement, ::testing::Values("offset", "ordinary_memory"));
 
-// A rank that gives up (abort) while its peers are inside the zero-copy reduction: they
-// fail fast with its reason instead of waiting for the timeout.
+// A rank that gives up (abort) right after allocating, while its peers are inside the
+// allocation or the zero-copy reduction: they fail fast with its reason instead of waiting
+// for the timeout.
 TEST(SharedBuffer, AnAbortingPeerFailsTheOthersFast) {
   HarnessOptions opts;
   opts.connectTcp = false;
@@ -281,13 +283,15 @@ TEST(SharedBuffer, AnAbortingPeerFailsTheOthersFast) {
   opts.timeout = std::chrono::seconds(60);
   std::atomic<int> failed{0};
   runRanks(3, opts, [&](collectives::Communicator& comm) {
-    auto buffer = comm.allocateShared(1 << 20);
+    const auto start = Clock::now();
     if (comm.rank() == 1) {
+      comm.allocateShared(1 << 20);
       comm.abort("test: rank 1 gives up");
       return;
     }
-    const auto start = Clock::now();
     try {
+      // The abort may land while the peers still finish the allocation: either call fails.
+      auto buffer = comm.allocateShared(1 << 20);
       float* data = reinterpret_cast<float*>(buffer->mine());
       comm.allReduce(data, data, 1 << 18, DType::kFloat32, ReduceOp::kSum);
       ADD_FAILURE() << "no error";
@@ -295,7 +299,8 @@ TEST(SharedBuffer, AnAbortingPeerFailsTheOthersFast) {
       EXPECT_NE(std::string(e.what()).find("rank 1 gives up"), std::string::npos) << e.what();
       ++failed;
     }
-    EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+    // Not the timeout (60 s): the abort ended the wait. Generous, the machine may be loaded.
+    EXPECT_LT(Clock::now() - start, std::chrono::seconds(30));
   });
   EXPECT_EQ(failed.load(), 2);
 }
