@@ -60,7 +60,9 @@ TEST(SharedBufferMpi, ExactSumsEqualMpi) {
         wrong += got != want[i];
       }
       EXPECT_EQ(wrong, 0u) << "rank " << rank;
-      if (!algo.empty()) EXPECT_EQ(strata::world().lastAllreduceAlgorithm(), algo);
+      // Between hosts the cost model keeps tcp_direct for small messages (latency-bound).
+      if (!algo.empty() && (strata::num_nodes() == 1 || count == maxCount))
+        EXPECT_EQ(strata::world().lastAllreduceAlgorithm(), algo);
     }
   }
 }
