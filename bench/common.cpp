@@ -415,6 +415,7 @@ std::string usage() {
   return "usage: allreduce_bench [-b minbytes] [-e maxbytes] [-f factor] [-n iters] [-w warmup]\n"
          "                       [-c 0|1] [--impl strata,mpi,gloo,memcpy] [--repeats R]\n"
          "                       [--budget-ms MS] [-J out.json] [--mpi-thread single]\n"
+         "                       [--buffer private|shared]\n"
          "  sizes accept K/M/G suffixes; -n 0 / -w -1 (default) choose per size.\n";
 }
 
@@ -444,6 +445,7 @@ Options parseOptions(int argc, char** argv, const std::vector<std::string>& defa
     else if (a == "--budget-ms") o.trialBudgetMs = std::stod(v);
     else if (a == "-J" || a == "--json") o.jsonPath = v;
     else if (a == "--mpi-thread") o.mpiThread = v;
+    else if (a == "--buffer") o.buffer = v;
     else if (a == "--config") continue;  // strata::init reads it
     else throw std::invalid_argument("unknown flag " + a + "\n" + usage());
   }
@@ -452,6 +454,8 @@ Options parseOptions(int argc, char** argv, const std::vector<std::string>& defa
   if (o.mpiThread != "single" && o.mpiThread != "funneled" && o.mpiThread != "serialized" &&
       o.mpiThread != "multiple")
     throw std::invalid_argument("--mpi-thread must be single, funneled, serialized or multiple");
+  if (o.buffer != "private" && o.buffer != "shared")
+    throw std::invalid_argument("--buffer must be private or shared");
   if (o.impls.empty()) throw std::invalid_argument("--impl needs at least one implementation");
   return o;
 }

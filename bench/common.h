@@ -35,6 +35,10 @@ struct Options {
   // multiple; "single" (what MPI_Init gives, the notes' baseline) is the fair default: only
   // the main thread calls MPI here (gloo's and Strata's threads never do).
   std::string mpiThread = "single";
+  // --buffer (allreduce_bench): where Strata's data lives: "private" (ordinary memory, staged
+  // through the shm slots) or "shared" (a Group::allocateShared buffer: the zero-copy path).
+  // The other implementations always use ordinary memory.
+  std::string buffer = "private";
 };
 
 // Parses nccl-tests style flags; unknown flags throw std::invalid_argument.

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Weak scaling of data-parallel training: Strata (scaling_bench under mpirun) and PyTorch
 # DDP with Gloo (Debian's python3-torch) on the same models, per-rank batch and threads.
-# Usage: bench/run_scaling.sh [BUILD_DIR] [STEPS]. Ends with the summary lines of issue 3.
+# Usage: bench/run_scaling.sh [BUILD_DIR] [STEPS]. Ends with the summary lines of issues 3 and 16:
+#   # efficiency <model> <n>      Strata: n-rank throughput / (n x 1-rank throughput, same threads per rank)
+#   # efficiency ddp <model> <n>  the same for PyTorch DDP, measured in this run
+#   # exposed_comm_fraction       see bench/scaling_bench.cpp (in [0, 1])
 # Everything printed is also stored in $OUT/scaling.txt (OUT: default bench/results).
 # The DDP baseline runs under /usr/bin/python3 (Debian's python3-torch; a python3 first on
 # PATH, e.g. pyenv's, does not see it). A missing measurement stops the script (exit 1).
@@ -43,6 +46,8 @@ for model in cnn mlp25m; do
     threads=$(( CORES / n > 0 ? CORES / n : 1 ))
     mpirun -np 1 "$BUILD/bench/scaling_bench" --model "$model" --steps "$STEPS" --batch 32 --threads "$threads" |
       sed "s/^scaling /baseline_t$threads /" | tee -a "$OUT"
+    /usr/bin/python3 "$(dirname "$0")/ddp_baseline.py" --model "$model" --ranks 1 --steps "$STEPS" --batch 32 \
+      --threads "$threads" | sed "s/^ddp /ddp_baseline_t$threads /" | tee -a "$OUT"
   done
 done
 for model in cnn mlp25m; do
@@ -53,12 +58,15 @@ for model in cnn mlp25m; do
     sn=$(field scaling "$model" "$n" samples_per_s)
     awk -v a="$sn" -v b="$sb" -v n="$n" -v m="$model" 'BEGIN { printf "# efficiency %s %d: %.2f\n", m, n, a / (n * b) }'
     awk -v a="$sn" -v b="$s1" -v n="$n" -v m="$model" 'BEGIN { printf "# efficiency_vs_1rank_all_cores %s %d: %.2f\n", m, n, a / (n * b) }'
+    db=$(field "ddp_baseline_t$threads" "$model" 1 samples_per_s)
+    dn=$(field ddp "$model" "$n" samples_per_s)
+    awk -v a="$dn" -v b="$db" -v n="$n" -v m="$model" 'BEGIN { printf "# efficiency ddp %s %d: %.2f\n", m, n, a / (n * b) }'
   done
 done
 for model in cnn mlp25m; do
   for n in 2 4; do
-    e=$(field scaling "$model" "$n" exposed_comm_ms); a=$(field scaling "$model" "$n" allreduce_ms)
-    awk -v e="$e" -v a="$a" -v n="$n" -v m="$model" 'BEGIN { printf "# exposed_comm_fraction %s %d: %.2f\n", m, n, (a > 0 ? e / a : 0) }'
+    f=$(field scaling "$model" "$n" exposed_comm_fraction)
+    awk -v f="$f" -v n="$n" -v m="$model" 'BEGIN { printf "# exposed_comm_fraction %s %d: %.2f\n", m, n, f }'
     s=$(field scaling "$model" "$n" samples_per_s); d=$(field ddp "$model" "$n" samples_per_s)
     awk -v s="$s" -v d="$d" -v n="$n" -v m="$model" 'BEGIN { printf "# ratio strata/ddp %s %d: %.2f\n", m, n, s / d }'
   done

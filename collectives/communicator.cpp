@@ -6,6 +6,7 @@
 
 #include "collectives/hierarchical_allreduce.h"
 #include "collectives/shm_algorithms.h"
+#include "collectives/shm_direct.h"
 #include "collectives/shm_domain.h"
 #include "core/errors.h"
 #include "core/logging.h"
@@ -72,6 +73,7 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<bootstrap::St
     const int cores = c->shm_ ? c->shm_->coresOfDomain() : 1;
     c->opts_.chunkBytes = defaultChunkBytes(opts.shmSlotBytes, static_cast<int>(t.localRanks.size()), cores);
   }
+  if (c->opts_.directBlockBytes == 0) c->opts_.directBlockBytes = defaultDirectBlockBytes();
   const bool needTcp = t.worldSize > 1 && (opts.connectTcp || t.numHosts > 1 || opts.transport == "tcp");
   if (needTcp) {
     transport::TransportOptions to;
@@ -150,7 +152,7 @@ flight::Ticket Communicator::flightBegin(const CollSignature& sig, flight::Ticke
   info.count = sig.count;
   info.numBytes = sig.count * dtypeBytes(sig.dtype);
   info.peer = sig.root;
-  info.op = static_cast<flight::Op>(sig.kind);
+  info.op = sig.kind == CollKind::kAllocateShared ? flight::Op::kAllocateShared : static_cast<flight::Op>(sig.kind);
   info.dtype = sig.dtype;
   info.reduceOp = sig.op;
   return flight_->record(info, flight::State::kStarted);
@@ -280,42 +282,82 @@ void Communicator::abort(const std::string& reason) {
 
 void Communicator::allReduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
                              flight::Ticket enqueued) {
-  const CollSignature sig = nextSignature(CollKind::kAllReduce, count, dtype, op, -1);
+  CollSignature sig = nextSignature(CollKind::kAllReduce, count, dtype, op, -1);
   const size_t numBytes = count * dtypeBytes(dtype);
+  // In place inside a shared buffer: name the place, so every rank checks that its peers
+  // pass the same one, and let the zero-copy algorithms read the peers' copies.
+  const SharedPlace place = in == out ? shared_.find(out, numBytes) : SharedPlace{};
+  if (place.region) {
+    sig.sharedBuffer = place.region->id();
+    sig.sharedOffset = place.offset;
+  }
+  const Placement placement =
+      place.region && place.region->peerMapped() ? Placement::kSharedInPlace : Placement::kPrivate;
   guarded(sig, enqueued, [&] {
     if (topo_.worldSize == 1) {
       if (in != out) std::memmove(out, in, numBytes);
       return;
     }
-    AlgoChoice choice = chooseAllReduce(summary(), numBytes, opts_.allreduceAlgo);
+    AlgoChoice choice = chooseAllReduce(summary(), numBytes, opts_.allreduceAlgo, placement);
     if (!choice.error.empty()) {
-      STRATA_CHECK_WITH(ConfigError, parseAlgo(opts_.allreduceAlgo).has_value(), choice.error,
-                        " (valid: auto, shm_oneshot, shm_chunked, tcp_direct, tcp_ring, hierarchical)");
+      STRATA_CHECK_WITH(ConfigError, parseAlgo(opts_.allreduceAlgo).has_value(), choice.error, " (valid: ",
+                        c10::Join(", ", algoNames()), ")");
       if (!warnedForcedAlgo_) STRATA_LOG(kWarn, kColl, choice.error, "; choosing automatically");
       warnedForcedAlgo_ = true;
-      choice = chooseAllReduce(summary(), numBytes, "auto");
+      choice = chooseAllReduce(summary(), numBytes, "auto", placement);
     }
     lastAlgo_ = choice.algo;
     STRATA_LOG(kDebug, kColl, describe(sig), " bytes=", numBytes, " algo=", algoName(choice.algo));
-    const int n = topo_.worldSize;
-    switch (choice.algo) {
-      case AllReduceAlgo::kShmOneShot:
-        return shmAllReduceOneShot(*shm_, sig, in, out, count, dtype, op, n);
-      case AllReduceAlgo::kShmChunked:
-        return shmAllReduceChunked(*shm_, sig, in, out, count, dtype, op, n, opts_.chunkBytes);
-      case AllReduceAlgo::kTcpDirect: {
-        LinkSet l = allLinks();
-        return tcpAllReduceDirect(l, sig, in, out, count, dtype, op, n, scratch_);
-      }
-      case AllReduceAlgo::kTcpRing: {
-        LinkSet l = allLinks();
-        return tcpAllReduceRing(l, sig, in, out, count, dtype, op, n, scratch_);
-      }
-      case AllReduceAlgo::kHierarchical:
-        return hierarchicalAllReduce(*shm_, crossLinks_, sig, in, out, count, dtype, op, n,
-                                     opts_.chunkBytes, packed_, scratch_);
-    }
+    runAllReduce(choice.algo, sig, place, in, out);
   });
+}
+
+void Communicator::runAllReduce(AllReduceAlgo algo, const CollSignature& sig, const SharedPlace& place,
+                                const void* in, void* out) {
+  const size_t count = sig.count;
+  const DType dtype = sig.dtype;
+  const ReduceOp op = sig.op;
+  const int n = topo_.worldSize;
+  switch (algo) {
+    case AllReduceAlgo::kShmOneShot:
+      return shmAllReduceOneShot(*shm_, sig, in, out, count, dtype, op, n);
+    case AllReduceAlgo::kShmChunked:
+      return shmAllReduceChunked(*shm_, sig, in, out, count, dtype, op, n, opts_.chunkBytes);
+    case AllReduceAlgo::kShmDirect:
+      return shmDirectAllReduce(*shm_, sig, place, count, dtype, op, n, opts_.directBlockBytes);
+    case AllReduceAlgo::kTcpDirect: {
+      LinkSet l = allLinks();
+      return tcpAllReduceDirect(l, sig, in, out, count, dtype, op, n, scratch_);
+    }
+    case AllReduceAlgo::kTcpRing: {
+      LinkSet l = allLinks();
+      return tcpAllReduceRing(l, sig, in, out, count, dtype, op, n, scratch_);
+    }
+    case AllReduceAlgo::kHierarchical:
+      return hierarchicalAllReduce(*shm_, crossLinks_, sig, in, out, count, dtype, op, n, opts_.chunkBytes, packed_,
+                                   scratch_);
+    case AllReduceAlgo::kHierarchicalDirect:
+      return hierarchicalDirectAllReduce(*shm_, crossLinks_, sig, place, count, dtype, op, n, scratch_);
+  }
+}
+
+std::shared_ptr<SharedRegion> Communicator::allocateShared(size_t numBytes) {
+  // A fixed count: the sizes are compared below, not by the signature check, so that a
+  // mismatch is an ordinary error on every rank and not a failed group.
+  const CollSignature sig = nextSignature(CollKind::kAllocateShared, 1, DType::kInt64, ReduceOp::kSum, -1);
+  const int64_t mine = static_cast<int64_t>(numBytes);
+  std::vector<int64_t> sizes(static_cast<size_t>(topo_.worldSize), mine);
+  if (topo_.worldSize > 1) guarded(sig, {}, [&] { allGatherWith(sig, &mine, sizes.data(), 1, DType::kInt64); });
+  for (int r = 1; r < topo_.worldSize; ++r) {
+    STRATA_CHECK_WITH(MismatchError, sizes[r] == sizes[0], "allocate_shared: rank ", r, " asked for ", sizes[r],
+                      " bytes but rank 0 asked for ", sizes[0], " (every rank of the group must pass the same size)");
+  }
+  std::shared_ptr<SharedRegion> region;
+  guarded(sig, {}, [&] {
+    region = shm_ ? SharedRegion::createShared(*shm_, sig.seq, numBytes) : SharedRegion::createPrivate(sig.seq, numBytes);
+  });
+  shared_.add(region);
+  return region;
 }
 
 void Communicator::broadcast(void* data, size_t count, DType dtype, int root, flight::Ticket enqueued) {
@@ -333,15 +375,18 @@ void Communicator::broadcast(void* data, size_t count, DType dtype, int root, fl
 void Communicator::allGather(const void* in, void* out, size_t countPerRank, DType dtype,
                              flight::Ticket enqueued) {
   const CollSignature sig = nextSignature(CollKind::kAllGather, countPerRank, dtype, ReduceOp::kSum, -1);
-  guarded(sig, enqueued, [&] {
-    if (topo_.worldSize == 1) {
-      std::memmove(out, in, countPerRank * dtypeBytes(dtype));
-      return;
-    }
-    if (useShmOnly()) return shmAllGather(*shm_, sig, in, out, countPerRank, dtype);
-    LinkSet l = allLinks();
-    tcpAllGather(l, sig, in, out, countPerRank, dtype);
-  });
+  guarded(sig, enqueued, [&] { allGatherWith(sig, in, out, countPerRank, dtype); });
+}
+
+void Communicator::allGatherWith(const CollSignature& sig, const void* in, void* out, size_t countPerRank,
+                                 DType dtype) {
+  if (topo_.worldSize == 1) {
+    std::memmove(out, in, countPerRank * dtypeBytes(dtype));
+    return;
+  }
+  if (useShmOnly()) return shmAllGather(*shm_, sig, in, out, countPerRank, dtype);
+  LinkSet l = allLinks();
+  tcpAllGather(l, sig, in, out, countPerRank, dtype);
 }
 
 void Communicator::reduceScatter(const void* in, void* out, size_t countPerRank, DType dtype, ReduceOp op,

@@ -16,6 +16,7 @@
 #include "bootstrap/store.h"
 #include "collectives/cost_model.h"
 #include "collectives/flight_recorder.h"
+#include "collectives/shared_buffers.h"
 #include "collectives/signature.h"
 #include "collectives/tcp_algorithms.h"
 #include "strata/types.h"
@@ -33,6 +34,7 @@ struct CommOptions {
   size_t shmSlotBytes = 1 << 20;
   int shmSpinsBeforeYield = -1;  // -1: from the domain's cores (ShmDomain::spinsForCores)
   size_t chunkBytes = 0;  // 0: defaultChunkBytes() for this host's ranks and cores
+  size_t directBlockBytes = 0;  // cache blocking of shm_direct; 0: defaultDirectBlockBytes()
   std::string jobSecret;               // every TCP connection proves it (transport/tcp/handshake.h)
   bool encryptInterHost = false;       // TLS between ranks of different hosts, keyed by jobSecret
   std::string advertiseHost;           // address peers use to reach this rank's TCP listener
@@ -89,6 +91,13 @@ class Communicator {
                      flight::Ticket enqueued = {});
   void barrier();
 
+  // Collective: a buffer of `numBytes` per rank that every rank of this host maps
+  // (shared_buffers.h); an in-place allReduce of data inside it takes the zero-copy
+  // algorithms. Every rank must pass the same size: otherwise every rank throws
+  // MismatchError naming the sizes, and the group stays usable. Without local peers the
+  // buffer is private memory. The id is the allocation's sequence number (equal on all ranks).
+  std::shared_ptr<SharedRegion> allocateShared(size_t numBytes);
+
   // Records a collective queued to run later (sequence number not yet known). Thread-safe.
   flight::Ticket flightEnqueued(CollKind kind, size_t count, DType dtype, ReduceOp op, int root);
 
@@ -124,6 +133,9 @@ class Communicator {
   std::unique_ptr<transport::PendingOp> wrapP2p(std::unique_ptr<transport::PendingOp> op, flight::Ticket ticket,
                                                 flight::Op kind, size_t numBytes, int peer, uint64_t tag);
   void reportFlightFailure(const std::string& trigger, const std::string& op, const std::string& message);
+  void allGatherWith(const CollSignature& sig, const void* in, void* out, size_t countPerRank, DType dtype);
+  void runAllReduce(AllReduceAlgo algo, const CollSignature& sig, const SharedPlace& place, const void* in,
+                    void* out);
   // After a failure: tell the peers (store record, shm abort, closed connections) and
   // rethrow, as the first failing rank's error when another rank failed first.
   [[noreturn]] void failAndRethrow(const CollSignature& sig, std::exception_ptr error);
@@ -148,6 +160,7 @@ class Communicator {
   flight::Recorder* flight_ = nullptr;  // opts_.flight, unless a benchmark turned it off
   uint32_t flightGroup_ = 0;
   std::shared_ptr<FlightP2pShared> flightP2p_;  // shared with the recorded ops, which may outlive us
+  SharedRegistry shared_;
 };
 
 }  // namespace strata::collectives

@@ -41,6 +41,15 @@ double shmChunkedUs(const TopologySummary& t, size_t s) {
   return chunks * 2 * kCosts.shmSyncUs * n / 2 + bytes / memBytesPerUs(s);
 }
 
+double shmDirectUs(const TopologySummary& t, size_t s) {
+  const double n = t.maxLocalSize;
+  // No copy-in: reduce my shard reading n*S/n and push it into all n parts (write S). Two
+  // syncs (entry, exit) at any size, but the exit mostly waits for pushes that run anyway:
+  // counted as one. Measured (bench/RESULTS.md, far mode) at least as fast as the staged
+  // one-shot down to 8 bytes (0.66 vs 0.72 us; 4 KiB 0.91 vs 1.63 us).
+  return kCosts.shmSyncUs * n / 2 + 2.0 * s / memBytesPerUs(s);
+}
+
 double tcpDirectUs(const TopologySummary& t, size_t s) {
   const double n = t.worldSize;
   // Sends to and receives from every peer at once, then reduces n-1 full buffers.
@@ -63,12 +72,26 @@ double hierarchicalUs(const TopologySummary& t, size_t s) {
          2 * (hosts - 1) / hosts * shard / kCosts.tcpBytesPerUs;
 }
 
+double hierarchicalDirectUs(const TopologySummary& t, size_t s) {
+  const double hosts = t.numHosts;
+  const double shard = s / static_cast<double>(t.maxLocalSize);
+  return shmDirectUs(t, s) + 2 * (hosts - 1) * kCosts.tcpLatencyUs +
+         2 * (hosts - 1) / hosts * shard / kCosts.tcpBytesPerUs;
+}
+
+constexpr AllReduceAlgo kAllAlgos[] = {AllReduceAlgo::kShmOneShot,   AllReduceAlgo::kShmChunked,
+                                       AllReduceAlgo::kShmDirect,    AllReduceAlgo::kHierarchical,
+                                       AllReduceAlgo::kHierarchicalDirect, AllReduceAlgo::kTcpDirect,
+                                       AllReduceAlgo::kTcpRing};
+
 }  // namespace
 
 size_t defaultChunkBytes(size_t slotBytes, int localSize, int cores) {
   const size_t preferred = localSize > cores ? (256 << 10) : (512 << 10);
   return std::min(slotBytes, preferred);
 }
+
+size_t defaultDirectBlockBytes() { return 128 << 10; }
 
 const char* algoName(AllReduceAlgo algo) {
   switch (algo) {
@@ -77,33 +100,37 @@ const char* algoName(AllReduceAlgo algo) {
     case AllReduceAlgo::kTcpDirect: return "tcp_direct";
     case AllReduceAlgo::kTcpRing: return "tcp_ring";
     case AllReduceAlgo::kHierarchical: return "hierarchical";
+    case AllReduceAlgo::kShmDirect: return "shm_direct";
+    case AllReduceAlgo::kHierarchicalDirect: return "hierarchical_direct";
   }
   return "?";
 }
 
 std::vector<std::string> algoNames() {
-  return {"auto", "shm_oneshot", "shm_chunked", "tcp_direct", "tcp_ring", "hierarchical"};
+  return {"auto",     "shm_oneshot",  "shm_chunked", "shm_direct", "tcp_direct",
+          "tcp_ring", "hierarchical", "hierarchical_direct"};
 }
 
 std::optional<AllReduceAlgo> parseAlgo(const std::string& name) {
-  for (AllReduceAlgo a : {AllReduceAlgo::kShmOneShot, AllReduceAlgo::kShmChunked,
-                          AllReduceAlgo::kTcpDirect, AllReduceAlgo::kTcpRing,
-                          AllReduceAlgo::kHierarchical}) {
+  for (AllReduceAlgo a : kAllAlgos) {
     if (name == algoName(a)) return a;
   }
   return std::nullopt;
 }
 
-bool supports(AllReduceAlgo algo, const TopologySummary& t, size_t numBytes) {
+bool supports(AllReduceAlgo algo, const TopologySummary& t, size_t numBytes, Placement placement) {
   const bool oneHostShm = t.numHosts == 1 && t.shmEnabled;
+  const bool manyHostsShm = t.numHosts > 1 && t.shmEnabled && t.tcpEnabled && t.uniformLocalSize &&
+                            t.maxLocalSize > 1;
+  const bool shared = placement == Placement::kSharedInPlace;
   switch (algo) {
     case AllReduceAlgo::kShmOneShot: return oneHostShm && numBytes <= t.shmSlotBytes;
     case AllReduceAlgo::kShmChunked: return oneHostShm;
     case AllReduceAlgo::kTcpDirect: return t.tcpEnabled;
     case AllReduceAlgo::kTcpRing: return t.tcpEnabled;
-    case AllReduceAlgo::kHierarchical:
-      return t.numHosts > 1 && t.shmEnabled && t.tcpEnabled && t.uniformLocalSize &&
-             t.maxLocalSize > 1;
+    case AllReduceAlgo::kHierarchical: return manyHostsShm;
+    case AllReduceAlgo::kShmDirect: return oneHostShm && shared;
+    case AllReduceAlgo::kHierarchicalDirect: return manyHostsShm && shared;
   }
   return false;
 }
@@ -115,11 +142,14 @@ double estimateUs(AllReduceAlgo algo, const TopologySummary& t, size_t numBytes)
     case AllReduceAlgo::kTcpDirect: return tcpDirectUs(t, numBytes);
     case AllReduceAlgo::kTcpRing: return tcpRingUs(t, numBytes);
     case AllReduceAlgo::kHierarchical: return hierarchicalUs(t, numBytes);
+    case AllReduceAlgo::kShmDirect: return shmDirectUs(t, numBytes);
+    case AllReduceAlgo::kHierarchicalDirect: return hierarchicalDirectUs(t, numBytes);
   }
   return std::numeric_limits<double>::infinity();
 }
 
-AlgoChoice chooseAllReduce(const TopologySummary& t, size_t numBytes, const std::string& forced) {
+AlgoChoice chooseAllReduce(const TopologySummary& t, size_t numBytes, const std::string& forced,
+                           Placement placement) {
   AlgoChoice choice;
   if (!forced.empty() && forced != "auto") {
     const auto algo = parseAlgo(forced);
@@ -127,21 +157,20 @@ AlgoChoice chooseAllReduce(const TopologySummary& t, size_t numBytes, const std:
       choice.error = "unknown allreduce algorithm \"" + forced + "\"";
       return choice;
     }
-    if (!supports(*algo, t, numBytes)) {
+    if (!supports(*algo, t, numBytes, placement)) {
       choice.error = std::string("allreduce algorithm ") + algoName(*algo) +
                      " cannot run here (hosts=" + std::to_string(t.numHosts) +
                      ", shm=" + (t.shmEnabled ? "on" : "off") + ", bytes=" +
-                     std::to_string(numBytes) + ")";
+                     std::to_string(numBytes) +
+                     (placement == Placement::kSharedInPlace ? ", in place in a shared buffer" : "") + ")";
       return choice;
     }
     choice.algo = *algo;
     return choice;
   }
   double best = std::numeric_limits<double>::infinity();
-  for (AllReduceAlgo a : {AllReduceAlgo::kShmOneShot, AllReduceAlgo::kShmChunked,
-                          AllReduceAlgo::kHierarchical, AllReduceAlgo::kTcpDirect,
-                          AllReduceAlgo::kTcpRing}) {
-    if (!supports(a, t, numBytes)) continue;
+  for (AllReduceAlgo a : kAllAlgos) {
+    if (!supports(a, t, numBytes, placement)) continue;
     const double us = estimateUs(a, t, numBytes);
     if (us < best) {
       best = us;

@@ -13,7 +13,20 @@
 
 namespace strata::collectives {
 
-enum class AllReduceAlgo { kShmOneShot, kShmChunked, kTcpDirect, kTcpRing, kHierarchical };
+enum class AllReduceAlgo {
+  kShmOneShot,
+  kShmChunked,
+  kTcpDirect,
+  kTcpRing,
+  kHierarchical,
+  kShmDirect,           // zero-copy two-shot over a shared buffer (shm_direct.h)
+  kHierarchicalDirect,  // the same within each host, TCP ring between hosts
+};
+
+// Where the data of one AllReduce lives: ordinary memory (staged through the domain's
+// slots), or in place inside a shared buffer every local peer has mapped, which the
+// zero-copy ("direct") algorithms read straight out of (Communicator::allocateShared).
+enum class Placement { kPrivate, kSharedInPlace };
 
 const char* algoName(AllReduceAlgo algo);
 // "shm_oneshot", "oneshot", ... -> algo; nullopt for "auto" or an unknown name.
@@ -38,14 +51,21 @@ struct TopologySummary {
 // ranks outnumber cores (256 KiB was best with 4 ranks on 2 cores), never above the slot.
 size_t defaultChunkBytes(size_t slotBytes, int localSize, int cores);
 
-bool supports(AllReduceAlgo algo, const TopologySummary& topo, size_t numBytes);
+// The unit shm_direct reduces and pushes at a time when none is configured: small enough
+// that its n sources and the result stay in L2 (bench/RESULTS.md, "Zero-copy AllReduce").
+size_t defaultDirectBlockBytes();
+
+bool supports(AllReduceAlgo algo, const TopologySummary& topo, size_t numBytes,
+              Placement placement = Placement::kPrivate);
 double estimateUs(AllReduceAlgo algo, const TopologySummary& topo, size_t numBytes);
 
 struct AlgoChoice {
   AllReduceAlgo algo = AllReduceAlgo::kTcpRing;
   std::string error;  // non-empty when a forced algorithm cannot run on this topology
 };
-// The cheapest supported algorithm, or `forced` ("auto" = let the model choose).
-AlgoChoice chooseAllReduce(const TopologySummary& topo, size_t numBytes, const std::string& forced);
+// The cheapest supported algorithm, or `forced` ("auto" = let the model choose). Data in
+// place in a shared buffer takes the zero-copy algorithm wherever it can run.
+AlgoChoice chooseAllReduce(const TopologySummary& topo, size_t numBytes, const std::string& forced,
+                           Placement placement = Placement::kPrivate);
 
 }  // namespace strata::collectives

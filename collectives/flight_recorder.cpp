@@ -82,6 +82,7 @@ const char* opName(Op op) {
     case Op::kBarrier: return "barrier";
     case Op::kSend: return "send";
     case Op::kRecv: return "recv";
+    case Op::kAllocateShared: return "allocate_shared";
   }
   return "?";
 }

@@ -33,13 +33,13 @@
 
 namespace strata::collectives::flight {
 
-enum class Op : uint8_t { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kBarrier, kSend, kRecv };
+enum class Op : uint8_t { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kBarrier, kSend, kRecv, kAllocateShared };
 enum class State : uint8_t { kEnqueued, kStarted, kCompleted, kFailed };
 // kCoarse: CLOCK_MONOTONIC_COARSE, the kernel tick (1-4 ms resolution), a few ns a read.
 // kPrecise: the TSC where it is invariant (x86-64 with constant_tsc and nonstop_tsc), else
 // steady_clock: nanoseconds, but 3-5 times the cost of a coarse read (bench/RESULTS.md).
 enum class Clock : uint8_t { kCoarse, kPrecise };
-const char* opName(Op op);        // "allreduce", ..., "send", "recv"
+const char* opName(Op op);        // "allreduce", ..., "send", "recv", "allocate_shared"
 const char* stateName(State state);  // "enqueued", "started", "completed", "failed"
 
 // What the caller knows about an operation when it records it.

@@ -10,10 +10,8 @@
 namespace strata::collectives {
 namespace {
 
-constexpr size_t kShardAlignBytes = 64;
-constexpr int kMaxLocalRanks = 256;
 
-size_t alignElems(DType dtype) { return std::max<size_t>(1, kShardAlignBytes / dtypeBytes(dtype)); }
+size_t alignElems(DType dtype) { return shardAlignElems(dtypeBytes(dtype)); }
 
 }  // namespace
 

@@ -88,8 +88,10 @@ void reduceManyTyped(T* out, const void* const* srcs, int numSrcs, size_t count,
   Acc acc[kBlockElems];
   for (size_t base = 0; base < count; base += kBlockElems) {
     const size_t n = std::min(kBlockElems, count - base);
-    const T* __restrict s0 = static_cast<const T*>(srcs[0]) + base;
-    for (size_t i = 0; i < n; ++i) acc[i] = toAcc<Acc>(s0[i]);
+    {  // restrict only while reading: `out` may alias any source (in-place reductions)
+      const T* __restrict s0 = static_cast<const T*>(srcs[0]) + base;
+      for (size_t i = 0; i < n; ++i) acc[i] = toAcc<Acc>(s0[i]);
+    }
     for (int k = 1; k < numSrcs; ++k) {
       const T* __restrict sk = static_cast<const T*>(srcs[k]) + base;
       for (size_t i = 0; i < n; ++i) acc[i] = combineTyped<Op, T, Acc>(acc[i], toAcc<Acc>(sk[i]));

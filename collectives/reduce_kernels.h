@@ -11,7 +11,8 @@
 namespace strata::collectives {
 
 // out[i] = srcs[0][i] op srcs[1][i] op ... op srcs[numSrcs-1][i], combined left to right.
-// For ReduceOp::kAvg the sum is divided by `avgDivisor`. `out` may alias srcs[0].
+// For ReduceOp::kAvg the sum is divided by `avgDivisor`. `out` may be any one of the
+// sources (same elements: an in-place reduction), never partly overlap one.
 void reduceMany(ReduceOp op, DType dtype, void* out, const void* const* srcs, int numSrcs,
                 size_t count, int avgDivisor);
 

@@ -11,6 +11,12 @@
 
 namespace strata::collectives {
 
+// Shards start on cache-line boundaries so two ranks never write the same line.
+constexpr size_t kShardAlignBytes = 64;
+inline size_t shardAlignElems(size_t elemBytes) {
+  return elemBytes >= kShardAlignBytes ? 1 : kShardAlignBytes / elemBytes;
+}
+
 struct Range {
   size_t offset = 0;  // elements
   size_t count = 0;   // elements

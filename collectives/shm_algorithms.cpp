@@ -11,12 +11,8 @@
 namespace strata::collectives {
 namespace {
 
-// Shards start on cache-line boundaries so two ranks never write the same line.
-constexpr size_t kShardAlignBytes = 64;
-// Upper bound on local ranks a domain serves (the srcs arrays below live on the stack).
-constexpr int kMaxLocalRanks = 256;
 
-size_t alignElems(DType dtype) { return std::max<size_t>(1, kShardAlignBytes / dtypeBytes(dtype)); }
+size_t alignElems(DType dtype) { return shardAlignElems(dtypeBytes(dtype)); }
 
 // Runs before the first sync of a call: publish, sync, compare signatures.
 void firstSync(ShmDomain& d, const CollSignature& sig) {

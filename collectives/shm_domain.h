@@ -34,6 +34,10 @@
 
 namespace strata::collectives {
 
+// Upper bound on the local ranks a domain serves (algorithms keep per-rank pointers on
+// the stack).
+constexpr int kMaxLocalRanks = 256;
+
 struct ShmDomainOptions {
   size_t slotBytes = 1 << 20;                    // bytes per staging buffer per rank
   std::chrono::milliseconds timeout{300000};
@@ -63,6 +67,8 @@ class ShmDomain {
   // Cores the local ranks may run on together (the union of their affinities).
   int coresOfDomain() const { return coresOfDomain_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
+  // The segment's name, known to every local rank (shared buffers derive theirs from it).
+  const std::string& name() const { return name_; }
   void setTimeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
   // Staging buffer `buffer` (0 or 1) of local rank `local`.

@@ -10,8 +10,9 @@
 
 namespace strata::collectives {
 
-// The same order as the first values of flight::Op (the flight recorder casts one to the other).
-enum class CollKind : uint8_t { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kBarrier };
+// The first five in the order of flight::Op's first values (the communicator's flight
+// recording casts those; kAllocateShared has its own flight::Op further on).
+enum class CollKind : uint8_t { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kBarrier, kAllocateShared };
 const char* collKindName(CollKind kind);
 
 // Plain data: lives in shared memory and travels in message tags.
@@ -23,13 +24,19 @@ struct CollSignature {
   DType dtype = DType::kUInt8;
   ReduceOp op = ReduceOp::kSum;
   uint8_t pad = 0;
+  // An in-place allreduce of data inside a shared buffer (Communicator::allocateShared)
+  // names the buffer and the byte offset: the zero-copy algorithms read the peers' copies
+  // at that offset, so every rank must pass the same place. 0 = ordinary memory.
+  uint64_t sharedBuffer = 0;
+  uint64_t sharedOffset = 0;
 };
-static_assert(sizeof(CollSignature) == 24, "CollSignature is shared between processes");
+static_assert(sizeof(CollSignature) == 40, "CollSignature is shared between processes");
 
 bool operator==(const CollSignature& a, const CollSignature& b);
 inline bool operator!=(const CollSignature& a, const CollSignature& b) { return !(a == b); }
 
-// "allreduce seq=41 float32 sum count=1024" (root only for broadcast).
+// "allreduce seq=41 float32 sum count=1024" (root only for broadcast; " in shared buffer
+// 3 at byte 4096" for data inside a shared buffer).
 std::string describe(const CollSignature& sig);
 
 // A 64-bit tag that differs whenever any field differs (FNV-1a over the fields): the

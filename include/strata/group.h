@@ -16,7 +16,36 @@ namespace strata {
 
 namespace collectives {
 class Communicator;
+class SharedRegion;
 }
+
+// Memory for data a group reduces again and again (gradient buckets), from
+// Group::allocateShared: every rank of the group on this host maps every local peer's
+// buffer of the same allocation, so an in-place allreduce of data inside it reduces
+// straight out of the peers' buffers, without staging copies ("zero-copy"; see
+// docs/collectives.md). The buffer is zeroed and page aligned.
+//
+// Releasing it is local and never blocks (safe in destructors and error paths); the
+// memory returns to the system once every local rank has released it. A collective that
+// is running on it keeps it alive until it ends.
+class SharedBuffer {
+ public:
+  explicit SharedBuffer(std::shared_ptr<collectives::SharedRegion> region);
+  ~SharedBuffer();
+  SharedBuffer(const SharedBuffer&) = delete;
+  SharedBuffer& operator=(const SharedBuffer&) = delete;
+
+  void* data() const;   // this rank's buffer
+  size_t size() const;  // bytes
+  // Equal on every rank of the group (the allocation's sequence number in the group).
+  uint64_t id() const;
+  // False when this rank has no peer on its host to share with (one rank per host, or
+  // STRATA_TRANSPORT=tcp): then it is ordinary memory and collectives stage as usual.
+  bool peerMapped() const;
+
+ private:
+  std::shared_ptr<collectives::SharedRegion> region_;
+};
 
 // Thread-safety: collectives may be called from any thread, but every rank of the group
 // must issue the same collectives in the same order. Blocking calls run on the calling
@@ -43,6 +72,13 @@ class Group {
   // in holds size() blocks of countPerRank elements; out receives this rank's reduced block.
   void reduceScatter(const void* in, void* out, size_t countPerRank, DType dtype, ReduceOp op = ReduceOp::kSum);
   void barrier();
+
+  // Collective: a SharedBuffer of `numBytes` on every rank. Every rank must ask for the
+  // same size; otherwise every rank throws strata::MismatchError naming both sizes (the
+  // group stays usable). An allreduce with in == out inside the buffer uses the zero-copy
+  // path when the buffer is peer-mapped; then every rank must pass the same offset in its
+  // buffer (else MismatchError).
+  std::shared_ptr<SharedBuffer> allocateShared(size_t numBytes);
 
   // Asynchronous forms: the buffers must stay valid until the Work completes.
   std::shared_ptr<Work> allreduceAsync(const void* in, void* out, size_t count, DType dtype,

@@ -14,6 +14,8 @@
 namespace strata::adapter {
 namespace {
 constexpr double kBytesPerMb = 1024.0 * 1024.0;
+constexpr size_t kAlignBytes = 64;  // buckets start on cache lines
+size_t alignUp(size_t v) { return (v + kAlignBytes - 1) / kAlignBytes * kAlignBytes; }
 }  // namespace
 
 c10::ScalarType wireType(const std::string& gradientDtype) {
@@ -56,17 +58,41 @@ torch::Tensor GradientReducer::gradView(const Bucket& bucket, const Slot& slot) 
                           [keep = flat](void*) {}, flat.options());
 }
 
+torch::Tensor GradientReducer::sharedTensor(size_t byteOffset, int64_t numel, const torch::TensorOptions& options) const {
+  return torch::from_blob(static_cast<char*>(storage_->data()) + byteOffset, {numel}, [keep = storage_](void*) {},
+                          options);
+}
+
 void GradientReducer::buildBuckets(const std::vector<int>& order) {
   std::vector<collectives::ParamInfo> infos;
   for (const auto& s : slots_)
     infos.push_back({static_cast<size_t>(s.param.numel()) * s.param.element_size(), toDType(s.param.scalar_type())});
   const auto plan = collectives::assignBuckets(infos, order, static_cast<size_t>(options_.firstBucketMb * kBytesPerMb),
                                                static_cast<size_t>(options_.bucketCapMb * kBytesPerMb));
+  // Where each bucket (and its 16-bit wire copy) lives in the shared buffer: cache-line
+  // aligned, back to back. Every rank computes the same layout from the same plan.
+  std::vector<BucketPlace> places(plan.size());
+  size_t bytes = 0;
+  for (size_t b = 0; b < plan.size(); ++b) {
+    const torch::Tensor& first = slots_[plan[b].params.at(0)].param;
+    for (int s : plan[b].params) places[b].numel += slots_[s].param.numel();
+    places[b].flatOffset = bytes;
+    bytes = alignUp(bytes + static_cast<size_t>(places[b].numel) * first.element_size());
+    if (usesWire(first.scalar_type())) {
+      places[b].wireOffset = bytes;
+      bytes = alignUp(bytes + static_cast<size_t>(places[b].numel) * c10::elementSize(options_.wire));
+    }
+  }
+  // Collective (every rank of the group builds its buckets at the same point). Zeroed. The
+  // old buffer stays alive while the old buckets' gradients are copied over.
+  std::shared_ptr<SharedBuffer> previous = std::move(storage_);
+  storage_ = group_.allocateShared(bytes);
   std::vector<Bucket> fresh(plan.size());
   for (size_t b = 0; b < plan.size(); ++b) {
-    int64_t numel = 0;
-    for (int s : plan[b].params) numel += slots_[s].param.numel();
-    fresh[b].flat = torch::zeros({numel}, slots_[plan[b].params.at(0)].param.options().requires_grad(false));
+    const torch::TensorOptions options = slots_[plan[b].params.at(0)].param.options().requires_grad(false);
+    fresh[b].flat = sharedTensor(places[b].flatOffset, places[b].numel, options);
+    if (places[b].wireOffset != kNoWire)
+      fresh[b].wireBuffer = sharedTensor(places[b].wireOffset, places[b].numel, options.dtype(options_.wire));
     int64_t offset = 0;
     for (int s : plan[b].params) {
       Slot& slot = slots_[s];
@@ -85,6 +111,10 @@ void GradientReducer::buildBuckets(const std::vector<int>& order) {
   }
   buckets_ = std::move(fresh);
   nextToLaunch_ = 0;
+}
+
+bool GradientReducer::usesWire(c10::ScalarType gradType) const {
+  return options_.wire != c10::ScalarType::Undefined && gradType == torch::kFloat32;
 }
 
 void GradientReducer::registerHooks() {
@@ -120,12 +150,13 @@ void GradientReducer::onGradReady(int index) {
 void GradientReducer::launch(size_t b) {
   Bucket& bucket = buckets_[b];
   bucket.launchUs = observe::observers().nowUs();
-  torch::Tensor& data = bucket.flat;
-  if (options_.wire != c10::ScalarType::Undefined && data.scalar_type() == torch::kFloat32) {
-    bucket.wire = data.to(options_.wire);
+  if (bucket.wireBuffer.defined()) {
+    torch::NoGradGuard noGrad;
+    bucket.wireBuffer.copy_(bucket.flat);
+    bucket.wire = bucket.wireBuffer;  // converted back in finish()
     bucket.work = allreduceAsync(bucket.wire, ReduceOp::kAvg, &group_);
   } else {
-    bucket.work = allreduceAsync(data, ReduceOp::kAvg, &group_);
+    bucket.work = allreduceAsync(bucket.flat, ReduceOp::kAvg, &group_);
   }
 }
 

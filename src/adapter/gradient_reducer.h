@@ -6,6 +6,10 @@
 //     pure). Every parameter's .grad() is a tensor over its slice of a bucket's storage (not
 //     an autograd view), so optimizers may detach_() and zero_() it and autograd accumulates
 //     into it in place.
+//   * Zero-copy: all buckets (and their 16-bit wire copies) live in one buffer from
+//     Group::allocateShared, so on a host with peers each bucket's in-place AllReduce reads
+//     the peers' buckets directly (shm_direct / hierarchical_direct, docs/collectives.md)
+//     instead of staging copies; without local peers it is ordinary memory.
 //   * Hooks: a post-hook on every parameter's gradient accumulator counts the bucket down;
 //     buckets are launched in bucket order on every rank, whatever order they became ready
 //     in, so all ranks issue the same collectives.
@@ -97,10 +101,21 @@ class GradientReducer {
     std::vector<int> slots;
     int pending = 0;     // gradients not yet produced in this backward
     std::shared_ptr<Work> work;
-    torch::Tensor wire;  // low-precision copy when the wire type is 16-bit
+    torch::Tensor wireBuffer;  // its 16-bit copy's place (wire type set, float32 bucket)
+    torch::Tensor wire;        // wireBuffer while its AllReduce is in flight
     int64_t launchUs = -1;  // observer clock at launch (-1: nobody timing)
   };
+  // Bytes into the shared buffer of a bucket and of its wire copy.
+  static constexpr size_t kNoWire = static_cast<size_t>(-1);
+  struct BucketPlace {
+    int64_t numel = 0;
+    size_t flatOffset = 0;
+    size_t wireOffset = kNoWire;
+  };
   void buildBuckets(const std::vector<int>& order);
+  bool usesWire(c10::ScalarType gradType) const;
+  // A 1-D tensor over the shared buffer at `byteOffset`, keeping the buffer alive.
+  torch::Tensor sharedTensor(size_t byteOffset, int64_t numel, const torch::TensorOptions& options) const;
   void registerHooks();
   void onGradReady(int slot);
   void beginBackward();
@@ -111,6 +126,7 @@ class GradientReducer {
   Group& group_;
   GradientReducerOptions options_;
   std::vector<Slot> slots_;
+  std::shared_ptr<SharedBuffer> storage_;  // every bucket's memory
   std::vector<Bucket> buckets_;
   size_t nextToLaunch_ = 0;
   bool enabled_ = true;

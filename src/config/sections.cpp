@@ -161,7 +161,8 @@ CollectivesConfig parseCollectives(const Validator& v, const Json& section,
         v.expectInt(r.at("timeout_ms"), r.pathOf("timeout_ms"), 1, kMaxTimeoutMs));
   r.readEnum("transport", cc.transport, {"auto", "shm", "tcp"});
   r.readEnum("allreduce_algo", cc.allreduceAlgo,
-             {"auto", "shm_oneshot", "shm_chunked", "tcp_direct", "tcp_ring", "hierarchical"});
+             {"auto", "shm_oneshot", "shm_chunked", "shm_direct", "tcp_direct", "tcp_ring", "hierarchical",
+              "hierarchical_direct"});
   return cc;
 }
 

@@ -131,6 +131,19 @@ std::string Group::lastAllreduceAlgorithm() const {
   return collectives::algoName(impl_->comm->lastAllReduceAlgo());
 }
 
+SharedBuffer::SharedBuffer(std::shared_ptr<collectives::SharedRegion> region) : region_(std::move(region)) {}
+SharedBuffer::~SharedBuffer() = default;
+void* SharedBuffer::data() const { return region_->mine(); }
+size_t SharedBuffer::size() const { return region_->size(); }
+uint64_t SharedBuffer::id() const { return region_->id(); }
+bool SharedBuffer::peerMapped() const { return region_->peerMapped(); }
+
+std::shared_ptr<SharedBuffer> Group::allocateShared(size_t numBytes) {
+  std::shared_ptr<collectives::SharedRegion> region;
+  impl_->run([&] { region = impl_->comm->allocateShared(numBytes); });
+  return std::make_shared<SharedBuffer>(std::move(region));
+}
+
 void Group::allreduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op) {
   impl_->run([=] { impl_->comm->allReduce(in, out, count, dtype, op); });
 }

@@ -219,6 +219,8 @@ void applyEnvironmentOverrides(RuntimeState& s, const InitOptions& options) {
   o.shmSpinsBeforeYield = static_cast<int>(env::getInt("STRATA_SHM_SPINS", -1, -1, 1 << 30));
   // 0 (the default): the communicator picks collectives::defaultChunkBytes for its host.
   o.chunkBytes = static_cast<size_t>(env::getInt("STRATA_CHUNK_BYTES", 0, 0, kMaxSlotBytes));
+  // 0: collectives::defaultDirectBlockBytes (the zero-copy path stages nothing, so no slot caps it).
+  o.directBlockBytes = static_cast<size_t>(env::getInt("STRATA_DIRECT_BLOCK_BYTES", 0, 0, int64_t{1} << 40));
   // STRATA_TLS overrides security.encrypt_inter_node_traffic either way.
   o.encryptInterHost =
       env::getInt("STRATA_TLS", s.config.security.encryptInterNodeTraffic ? 1 : 0, 0, 1) == 1;

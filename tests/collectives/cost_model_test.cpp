@@ -56,6 +56,29 @@ TEST(CostModel, ForcedAlgorithms) {
   }
 }
 
+TEST(CostModel, SharedBuffersTakeTheZeroCopyPath) {
+  const TopologySummary t = oneHost(2);
+  const auto shared = Placement::kSharedInPlace;
+  for (size_t bytes : {size_t{8}, size_t{4} << 10, size_t{64} << 10, size_t{1} << 20, size_t{256} << 20})
+    EXPECT_EQ(chooseAllReduce(t, bytes, "auto", shared).algo, AllReduceAlgo::kShmDirect) << bytes;
+  // Never for ordinary memory, where it cannot run.
+  EXPECT_NE(chooseAllReduce(t, 256 << 20, "auto").algo, AllReduceAlgo::kShmDirect);
+  EXPECT_NE(chooseAllReduce(t, 4096, "shm_direct").error.find("cannot run here"), std::string::npos);
+  EXPECT_EQ(chooseAllReduce(t, 4096, "shm_direct", shared).algo, AllReduceAlgo::kShmDirect);
+}
+
+TEST(CostModel, SharedBuffersOnSeveralHostsAreHierarchicalDirect) {
+  TopologySummary t;
+  t.worldSize = 8;
+  t.numHosts = 2;
+  t.maxLocalSize = 4;
+  EXPECT_EQ(chooseAllReduce(t, 64 << 20, "auto", Placement::kSharedInPlace).algo,
+            AllReduceAlgo::kHierarchicalDirect);
+  EXPECT_EQ(chooseAllReduce(t, 64 << 20, "auto").algo, AllReduceAlgo::kHierarchical);
+  t.shmEnabled = false;  // STRATA_TRANSPORT=tcp: nothing is peer-mapped
+  EXPECT_EQ(chooseAllReduce(t, 64 << 20, "auto", Placement::kSharedInPlace).algo, AllReduceAlgo::kTcpRing);
+}
+
 TEST(CostModel, DefaultChunkFollowsCoresAndNeverExceedsTheSlot) {
   EXPECT_EQ(defaultChunkBytes(1 << 20, 2, 2), size_t{512} << 10);
   EXPECT_EQ(defaultChunkBytes(1 << 20, 4, 2), size_t{256} << 10);  // oversubscribed

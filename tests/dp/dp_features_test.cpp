@@ -1,6 +1,10 @@
 // Frozen and unused parameters, no_sync accumulation, BatchNorm buffers, bucket
-// rebuilding, 16-bit gradient AllReduce, and models that differ across ranks.
+// rebuilding, 16-bit gradient AllReduce, gradients as (shared) bucket views, and models that
+// differ across ranks.
 #include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
 
 #include "dp/dp_testing.h"
 
@@ -138,6 +142,30 @@ TEST(DataParallelFeatures, Bfloat16GradientsTrainCloseToTheReference) {
   const double diff = maxRelativeDiff(model.parameters(), reference->parameters());
   EXPECT_LE(diff, 2e-2);
   if (strata::size() > 1) EXPECT_GT(diff, 0.0) << "bfloat16 rounding should leave a trace";
+}
+
+// DDP's gradient_as_bucket_view: after backward, the user's .grad() is the averaged
+// gradient of the global batch, read straight from the bucket; with peers on this host the
+// buckets live in shared memory and are reduced there (the zero-copy path).
+TEST(DataParallelFeatures, GradientsAreAveragedBucketViews) {
+  auto reference = makeMlp(torch::kFloat64);
+  auto net = makeMlp(torch::kFloat64);
+  DistributedModel model(net);
+  const char* transport = std::getenv("STRATA_TRANSPORT");
+  const bool sharedMemory = strata::size() > 1 && strata::local_size() == strata::size() &&
+                            !(transport != nullptr && std::string(transport) == "tcp");
+  for (int step = 0; step < 2; ++step) {  // the second step runs on the rebuilt buckets
+    auto [x, y] = globalBatch(step, torch::kFloat64);
+    reference->zero_grad();
+    torch::mse_loss(reference->forward(x), y).backward();
+    for (auto& p : net->parameters()) p.mutable_grad().zero_();
+    model.backward(torch::mse_loss(model(localSlice(x)), localSlice(y)));
+    std::vector<torch::Tensor> grads, want;
+    for (auto& p : net->parameters()) grads.push_back(p.grad());
+    for (auto& p : reference->parameters()) want.push_back(p.grad());
+    EXPECT_LE(maxRelativeDiff(grads, want), 1e-12) << "step " << step;
+    if (sharedMemory) EXPECT_EQ(world().lastAllreduceAlgorithm(), "shm_direct") << "step " << step;
+  }
 }
 
 TEST(DataParallelFeatures, DifferentModelsAreReportedByName) {

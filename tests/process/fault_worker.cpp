@@ -16,7 +16,9 @@
 // Scenarios (--mode):
 //   init     strata::init + finalize only (config errors happen here)
 //   loop     allreduce --count floats --iters times (or until --seconds), checking every
-//            result; rank --victim raises SIGKILL before iteration --kill-at
+//            result; rank --victim raises SIGKILL before iteration --kill-at. With
+//            --buffer shared the floats live in a Group::allocateShared buffer (the
+//            zero-copy path); --buffer private (default) in ordinary memory.
 //   absent   one allreduce; rank --absent does not call it: --absent-how exit (returns
 //            0 at once) or sleep (sleeps --sleep-ms first)
 #include <signal.h>
@@ -50,6 +52,7 @@ struct Options {
   int absent = -1;
   std::string absentHow = "exit";
   long sleepMs = 0;
+  std::string buffer = "private";
 };
 
 void say(const char* format, ...) __attribute__((format(printf, 1, 2)));
@@ -97,12 +100,15 @@ Options parse(int argc, char** argv) {
       o.absentHow = value();
     } else if (arg == "--sleep-ms") {
       o.sleepMs = std::stol(value());
+    } else if (arg == "--buffer") {
+      o.buffer = value();
     } else {
       usage("unknown argument " + arg);
     }
   }
   if (o.mode != "init" && o.mode != "loop" && o.mode != "absent") usage("unknown --mode " + o.mode);
   if (o.absentHow != "exit" && o.absentHow != "sleep") usage("--absent-how is exit or sleep");
+  if (o.buffer != "private" && o.buffer != "shared") usage("--buffer is private or shared");
   return o;
 }
 
@@ -126,13 +132,13 @@ int exitCodeFor(const strata::Error& e) {
 long currentIteration = -1;
 Clock::time_point collectiveStart;
 
-void allreduceChecked(std::vector<float>& data, long iteration) {
+void allreduceChecked(float* data, size_t count, long iteration) {
   const int n = strata::size();
-  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(strata::rank() + 1 + (i % 7));
+  for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(strata::rank() + 1 + (i % 7));
   currentIteration = iteration;
   collectiveStart = Clock::now();
-  strata::world().allreduce(data.data(), data.data(), data.size(), strata::DType::kFloat32);
-  for (size_t i = 0; i < data.size(); ++i) {
+  strata::world().allreduce(data, data, count, strata::DType::kFloat32);
+  for (size_t i = 0; i < count; ++i) {
     const float want = static_cast<float>(n * (n + 1) / 2 + n * static_cast<int>(i % 7));
     if (data[i] != want) {
       say("wrong result at iteration %ld element %zu: %g, want %g", iteration, i, data[i], want);
@@ -145,7 +151,16 @@ void allreduceChecked(std::vector<float>& data, long iteration) {
 int runScenario(const Options& o) {
   const int rank = strata::rank();
   say("ready rank=%d size=%d pid=%d", rank, strata::size(), static_cast<int>(getpid()));
-  std::vector<float> data(o.count);
+  std::vector<float> privateData;
+  std::shared_ptr<strata::SharedBuffer> shared;
+  float* data = nullptr;
+  if (o.buffer == "shared") {
+    shared = strata::world().allocateShared(o.count * sizeof(float));
+    data = static_cast<float*>(shared->data());
+  } else {
+    privateData.resize(o.count);
+    data = privateData.data();
+  }
   if (o.mode == "loop") {
     const auto start = Clock::now();
     long i = 0;
@@ -155,7 +170,7 @@ int runScenario(const Options& o) {
         raise(SIGKILL);
       }
       if (o.seconds > 0 && std::chrono::duration<double>(Clock::now() - start).count() > o.seconds) break;
-      allreduceChecked(data, i);
+      allreduceChecked(data, o.count, i);
     }
     say("done iterations=%ld", i);
   } else if (o.mode == "absent") {
@@ -165,7 +180,7 @@ int runScenario(const Options& o) {
       strata::finalize();
       return 0;
     }
-    allreduceChecked(data, 0);
+    allreduceChecked(data, o.count, 0);
     say("done iterations=1");
   }
   strata::finalize();

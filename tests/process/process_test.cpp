@@ -33,6 +33,7 @@ struct KillCase {
   int ranks;
   int victim;
   std::vector<std::string> env;
+  std::vector<std::string> args = {"--count", "1000"};
 };
 
 void PrintTo(const KillCase& c, std::ostream* os) { *os << c.name; }
@@ -43,10 +44,10 @@ TEST_P(PeerSigkill, SurvivorsFailFastNamingTheDeadRank) {
   const KillCase& c = GetParam();
   Job job(testDir());
   const int killAt = 20;
-  launchRanks(job, c.ranks,
-              {"--mode", "loop", "--iters", "1000000000", "--seconds", "30", "--count", "1000", "--victim",
-               std::to_string(c.victim), "--kill-at", std::to_string(killAt)},
-              with({"STRATA_TIMEOUT_MS=" + std::to_string(kLongTimeoutMs)}, c.env));
+  std::vector<std::string> args = {"--mode",   "loop", "--iters",   "1000000000",          "--seconds",
+                                   "30",       "--victim", std::to_string(c.victim), "--kill-at", std::to_string(killAt)};
+  args.insert(args.end(), c.args.begin(), c.args.end());
+  launchRanks(job, c.ranks, args, with({"STRATA_TIMEOUT_MS=" + std::to_string(kLongTimeoutMs)}, c.env));
   const bool finished = job.waitAll();
   ASSERT_TRUE(finished) << "hang: still running after " << kWallLimit.count() << " ms\n" << job.report();
   const Proc& victim = job[static_cast<size_t>(c.victim)];
@@ -65,40 +66,71 @@ INSTANTIATE_TEST_SUITE_P(
                       KillCase{"tcp_ring_4ranks",
                                4,
                                1,
-                               {"STRATA_TRANSPORT=tcp", "STRATA_ALLREDUCE_ALGO=tcp_ring"}}),
+                               {"STRATA_TRANSPORT=tcp", "STRATA_ALLREDUCE_ALGO=tcp_ring"}},
+                      // The zero-copy AllReduce over a shared buffer.
+                      KillCase{"shm_direct_3ranks", 3, 1, {"STRATA_TRANSPORT=shm"}, {"--count", "100000", "--buffer", "shared"}},
+                      KillCase{"hierarchical_direct_4ranks",
+                               4,
+                               2,
+                               {"STRATA_HOSTS=2"},
+                               {"--count", "100000", "--buffer", "shared"}}),
     [](const ::testing::TestParamInfo<KillCase>& info) { return std::string(info.param.name); });
+
+uint64_t testSeed() {
+  uint64_t seed = std::random_device{}();
+  if (const char* s = std::getenv("STRATA_TEST_SEED")) seed = std::strtoull(s, nullptr, 10);
+  std::cout << "seed " << seed << " (STRATA_TEST_SEED reproduces)" << std::endl;
+  ::testing::Test::RecordProperty("seed", std::to_string(seed));
+  return seed;
+}
+
+// One run: `ranks` workers loop over allreduces (`args`, `env` added); after a random delay
+// (< 400 ms) the driver SIGKILLs a random rank; every survivor must fail fast naming it.
+void killRandomRankOnce(const std::string& dir, int ranks, const std::vector<std::string>& args,
+                        const std::vector<std::string>& env, std::mt19937_64& rng) {
+  const size_t victim = static_cast<size_t>(rng() % static_cast<uint64_t>(ranks));
+  const int delayMs = static_cast<int>(rng() % 400);
+  SCOPED_TRACE("victim " + std::to_string(victim) + " delay " + std::to_string(delayMs) + " ms");
+  Job job(dir);
+  std::vector<std::string> argv = {"--mode", "loop", "--iters", "1000000000", "--seconds", "30"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  launchRanks(job, ranks, argv, with({"STRATA_TIMEOUT_MS=" + std::to_string(kLongTimeoutMs)}, env));
+  const bool ready = job.waitUntil([&] { return allReady(job) || job.allEnded(); });
+  ASSERT_TRUE(ready && allReady(job)) << "the ranks did not all start\n" << job.report();
+  std::this_thread::sleep_for(milliseconds(delayMs));
+  job.poll();
+  ASSERT_FALSE(job[victim].ended) << "the loop ended early\n" << job.report();
+  job.kill(victim, SIGKILL);
+  const auto death = Clock::now();
+  const bool finished = job.waitAll();
+  ASSERT_TRUE(finished) << "hang after killing rank " << victim << "\n" << job.report();
+  expectSurvivorsFailedFast(job, victim, death);
+  if (::testing::Test::HasFailure()) FAIL() << job.report();
+}
 
 // The driver kills a random rank at a random moment of the loop, five times over: no
 // run may hang, every survivor fails fast naming the dead rank.
 TEST(ExternalSigkill, RandomRankAtRandomMomentNeverHangs) {
-  uint64_t seed = std::random_device{}();
-  if (const char* s = std::getenv("STRATA_TEST_SEED")) seed = std::strtoull(s, nullptr, 10);
-  std::cout << "seed " << seed << " (STRATA_TEST_SEED reproduces)" << std::endl;
-  RecordProperty("seed", std::to_string(seed));
+  const uint64_t seed = testSeed();
   std::mt19937_64 rng(seed);
   for (int run = 0; run < 5; ++run) {
     const bool tcp = run % 2 == 1;
-    const int ranks = tcp ? 3 : 4;
-    const size_t victim = static_cast<size_t>(rng() % static_cast<uint64_t>(ranks));
-    const int delayMs = static_cast<int>(rng() % 400);
-    SCOPED_TRACE("run " + std::to_string(run) + (tcp ? " tcp" : " shm") + " ranks " + std::to_string(ranks) +
-                 " victim " + std::to_string(victim) + " delay " + std::to_string(delayMs) + " ms, seed " +
-                 std::to_string(seed));
-    Job job(testDir("/run" + std::to_string(run)));
-    launchRanks(job, ranks, {"--mode", "loop", "--iters", "1000000000", "--seconds", "30", "--count", "1000"},
-                {"STRATA_TIMEOUT_MS=" + std::to_string(kLongTimeoutMs),
-                 std::string("STRATA_TRANSPORT=") + (tcp ? "tcp" : "shm")});
-    const bool ready = job.waitUntil([&] { return allReady(job) || job.allEnded(); });
-    ASSERT_TRUE(ready && allReady(job)) << "the ranks did not all start\n" << job.report();
-    std::this_thread::sleep_for(milliseconds(delayMs));
-    job.poll();
-    ASSERT_FALSE(job[victim].ended) << "the loop ended early\n" << job.report();
-    job.kill(victim, SIGKILL);
-    const auto death = Clock::now();
-    const bool finished = job.waitAll();
-    ASSERT_TRUE(finished) << "hang after killing rank " << victim << "\n" << job.report();
-    expectSurvivorsFailedFast(job, victim, death);
-    if (HasFailure()) FAIL() << job.report();
+    SCOPED_TRACE("run " + std::to_string(run) + (tcp ? " tcp" : " shm") + ", seed " + std::to_string(seed));
+    killRandomRankOnce(testDir("/run" + std::to_string(run)), tcp ? 3 : 4, {"--count", "1000"},
+                       {std::string("STRATA_TRANSPORT=") + (tcp ? "tcp" : "shm")}, rng);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// The same inside the zero-copy AllReduce: 16 MB per call, so the kill lands mid-reduction.
+TEST(ExternalSigkill, SharedBufferMidReductionNeverHangs) {
+  const uint64_t seed = testSeed();
+  std::mt19937_64 rng(seed);
+  for (int run = 0; run < 3; ++run) {
+    SCOPED_TRACE("run " + std::to_string(run) + ", seed " + std::to_string(seed));
+    killRandomRankOnce(testDir("/run" + std::to_string(run)), 3, {"--count", "4000000", "--buffer", "shared"},
+                       {"STRATA_TRANSPORT=shm", "STRATA_ALLREDUCE_ALGO=shm_direct"}, rng);
+    if (HasFatalFailure()) return;
   }
 }
 

@@ -40,6 +40,7 @@ void runRanks(int worldSize, const HarnessOptions& opts,
   co.allreduceAlgo = opts.allreduceAlgo;
   co.shmSlotBytes = opts.shmSlotBytes;
   co.chunkBytes = opts.shmSlotBytes;
+  co.directBlockBytes = opts.directBlockBytes;
   co.advertiseHost = "127.0.0.1";
   co.connectTcp = opts.connectTcp || opts.kind != TransportKind::kShm;
   std::mutex errorMutex;

@@ -19,6 +19,7 @@ struct HarnessOptions {
   std::string allreduceAlgo = "auto";
   std::chrono::milliseconds timeout{60000};
   size_t shmSlotBytes = 1 << 20;
+  size_t directBlockBytes = 0;   // 0: the communicator's default
   bool connectTcp = true;        // shm tests can skip the TCP mesh
   // Changes one rank's options before its communicator is created (e.g. a flight recorder).
   std::function<void(int rank, collectives::CommOptions&)> adjust;

@@ -1,0 +1,105 @@
+#include "collectives/shm_direct.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/reduce_kernels.h"
+#include "collectives/shard_plan.h"
+#include "core/errors.h"
+
+namespace strata::collectives {
+namespace {
+
+// Every rank's copy of the data, by local rank (same offset in every part).
+struct Parts {
+  uint8_t* at[kMaxLocalRanks];
+  int n = 0;
+  int me = 0;
+};
+
+Parts partsOf(const ShmDomain& d, const SharedPlace& place) {
+  const SharedRegion& r = *place.region;
+  STRATA_CHECK(r.localSize() == d.localSize() && r.localRank() == d.localRank() && r.localSize() <= kMaxLocalRanks,
+               "shared buffer ", r.id(), " is mapped by ", r.localSize(), " local ranks (this one ", r.localRank(),
+               ") but the domain has ", d.localSize(), " (this one ", d.localRank(), ")");
+  Parts parts;
+  parts.n = r.localSize();
+  parts.me = r.localRank();
+  for (int p = 0; p < parts.n; ++p) parts.at[p] = r.part(p) + place.offset;
+  return parts;
+}
+
+// The entry sync: every rank's input is in place, and every rank called the same thing.
+void enter(ShmDomain& d, const CollSignature& sig) {
+  d.publishSignature(sig);
+  d.syncAll(collKindName(sig.kind));
+  d.checkSignatures(sig);
+}
+
+// My shard of [range): the shard (cache-line aligned) every rank agrees I own.
+Range myShard(const Parts& parts, Range range, size_t elem) {
+  const Range mine = shardOf(range.count, parts.n, parts.me, shardAlignElems(elem));
+  return Range{range.offset + mine.offset, mine.count};
+}
+
+// Sums `shard` reading it from every part in ascending local-rank order, into my own part,
+// in blocks of `blockElems` (each block is read from every part before it is written).
+void reduceShard(const Parts& parts, Range shard, size_t begin, size_t len, DType dtype, ReduceOp op,
+                 int avgDivisor) {
+  const size_t byteOffset = (shard.offset + begin) * dtypeBytes(dtype);
+  const void* srcs[kMaxLocalRanks];
+  for (int p = 0; p < parts.n; ++p) srcs[p] = parts.at[p] + byteOffset;
+  reduceMany(op, dtype, parts.at[parts.me] + byteOffset, srcs, parts.n, len, avgDivisor);
+}
+
+// Copies elements [begin, begin + len) of my shard from my part into every peer's part.
+// Peers read only their own shards after the entry sync, so nobody reads what this writes.
+void pushToPeers(const Parts& parts, Range shard, size_t begin, size_t len, size_t elem) {
+  const size_t byteOffset = (shard.offset + begin) * elem;
+  // Start after myself, so the n ranks do not all write rank 0's part first.
+  for (int k = 1; k < parts.n; ++k)
+    std::memcpy(parts.at[(parts.me + k) % parts.n] + byteOffset, parts.at[parts.me] + byteOffset, len * elem);
+}
+
+}  // namespace
+
+void shmDirectAllReduce(ShmDomain& d, const CollSignature& sig, const SharedPlace& place, size_t count,
+                        DType dtype, ReduceOp op, int avgDivisor, size_t blockBytes) {
+  const Parts parts = partsOf(d, place);
+  const size_t elem = dtypeBytes(dtype);
+  const size_t blockElems = std::max<size_t>(1, blockBytes / elem);
+  enter(d, sig);
+  if (count == 0) return;
+  const Range shard = myShard(parts, Range{0, count}, elem);
+  // Each block is pushed while it is still in this core's cache.
+  for (size_t begin = 0; begin < shard.count; begin += blockElems) {
+    const size_t len = std::min(blockElems, shard.count - begin);
+    reduceShard(parts, shard, begin, len, dtype, op, avgDivisor);
+    pushToPeers(parts, shard, begin, len, elem);
+  }
+  // Every shard has reached every part; nobody touches my part after this.
+  d.syncAll("allreduce (shards pushed)");
+}
+
+void hierarchicalDirectAllReduce(ShmDomain& d, LinkSet& cross, const CollSignature& sig, const SharedPlace& place,
+                                 size_t count, DType dtype, ReduceOp op, int avgDivisor, Scratch& ringScratch) {
+  const Parts parts = partsOf(d, place);
+  const size_t elem = dtypeBytes(dtype);
+  enter(d, sig);
+  if (count == 0) return;
+  const Range shard = myShard(parts, Range{0, count}, elem);
+  // Within the host, avg is a sum: the division by the world size happens once, between hosts.
+  reduceShard(parts, shard, 0, shard.count, dtype, op == ReduceOp::kAvg ? ReduceOp::kSum : op, 1);
+  uint8_t* mine = parts.at[parts.me] + shard.offset * elem;
+  if (cross.size() > 1) {
+    CollSignature crossSig = sig;
+    crossSig.count = shard.count;
+    tcpAllReduceRing(cross, crossSig, mine, mine, shard.count, dtype, op, avgDivisor, ringScratch);
+  } else if (op == ReduceOp::kAvg) {
+    finishAvg(dtype, mine, shard.count, avgDivisor);
+  }
+  pushToPeers(parts, shard, 0, shard.count, elem);
+  d.syncAll("hierarchical allreduce (shards pushed)");
+}
+
+}  // namespace strata::collectives
