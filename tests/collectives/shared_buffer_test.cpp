@@ -61,7 +61,9 @@ TEST_P(DirectSweep, EveryTypeAndOpMatchesTheReference) {
         const std::vector<uint8_t> out(data, data + count * elem);
         ASSERT_EQ(firstMismatch(out, expected, dtype), -1)
             << dtypeName(dtype) << " " << reduceOpName(op) << " offset " << offset << " rank " << comm.rank();
-        if (comm.size() > 1) ASSERT_EQ(std::string(algoName(comm.lastAllReduceAlgo())), directAlgoFor(kind));
+        if (comm.size() > 1) {
+          ASSERT_EQ(std::string(algoName(comm.lastAllReduceAlgo())), directAlgoFor(kind));
+        }
       }
     }
   });

@@ -61,8 +61,9 @@ TEST(SharedBufferMpi, ExactSumsEqualMpi) {
       }
       EXPECT_EQ(wrong, 0u) << "rank " << rank;
       // Between hosts the cost model keeps tcp_direct for small messages (latency-bound).
-      if (!algo.empty() && (strata::num_nodes() == 1 || count == maxCount))
+      if (!algo.empty() && (strata::num_nodes() == 1 || count == maxCount)) {
         EXPECT_EQ(strata::world().lastAllreduceAlgorithm(), algo);
+      }
     }
   }
 }
