@@ -24,6 +24,7 @@
 #include "strata/tensor_ops.h"
 #include "adapter/model_signature.h"
 #include "adapter/layer_instrumentation.h"  // [instrumentation] per-layer debugger/profiler data
+#include "adapter/layer_list_model.h"
 
 namespace strata {
 namespace {
@@ -124,6 +125,7 @@ struct DistributedModel::Impl {
   int stepMicrobatch = -1;  // ... and microbatch
   torch::Tensor stepLoss;   // what the step function passed to backward()
   pipeline::StepReport lastReport;
+  std::vector<std::shared_ptr<void>> tieHandles;  // a LayerList model's shared accumulators
 
   void collectParameters();
   void collectParameters(const std::vector<std::pair<std::string, torch::Tensor>>& named);
@@ -146,7 +148,7 @@ void DistributedModel::Impl::collectParameters() {
 }
 
 void DistributedModel::Impl::collectParameters(const std::vector<std::pair<std::string, torch::Tensor>>& named) {
-  for (const auto& [name, param] : named) {
+  for (const auto& [name, param] : adapter::uniqueTensors(named)) {
     if (!param.requires_grad()) continue;  // frozen: nothing to synchronise
     STRATA_CHECK(param.is_contiguous(), "DistributedModel: parameter ", name, " is not contiguous");
     STRATA_CHECK(param.device().is_cpu(), "DistributedModel: parameter ", name, " is on ", param.device().str(),
@@ -365,9 +367,8 @@ void DistributedModel::init(std::shared_ptr<torch::nn::Module> module,
   at::set_num_threads(std::max(1, cores / std::max(1, local_size())));
   const config::ModelParallelConfig mp = modelParallelConfig(options);
   if (mp.enabled) {
-    STRATA_CHECK_WITH(ConfigError, sequential != nullptr,
-                      "/modelparallel/enabled: model parallelism cuts a torch::nn::Sequential into stages; wrap "
-                      "the model's ordered children in one and pass it to DistributedModel");
+    STRATA_CHECK_WITH(ConfigError, sequential != nullptr, "/modelparallel/enabled: ",
+                      pipeline::notASequentialMessage(*m.module));
     // Checked before any collective, so a bad config fails on every rank alike.
     m.engine = std::make_unique<pipeline::Engine>(pipeline::layersOf(*sequential), m.module, mp, rank(), size());
     if (options.checkModelsMatch) detail::checkModelsMatch(world(), detail::describeModel(*m.module));
@@ -392,6 +393,44 @@ void DistributedModel::init(std::shared_ptr<torch::nn::Module> module,
   STRATA_LOG(kInfo, kColl, "DistributedModel: ", m.slots.size(), " synchronised parameters in ", m.buckets.size(),
              " buckets (cap ", options.bucketCapMb, " MB, gradient dtype ",
              options.gradientDtype.empty() ? "float32" : options.gradientDtype, ")");
+}
+
+DistributedModel::DistributedModel(const LayerList& layers, const torch::Tensor& exampleBatch,
+                                   DistributedModelOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.forwardIsModulesOwn = true;
+  const config::ModelParallelConfig mp = modelParallelConfig(options);
+  auto builder = std::make_shared<pipeline::ModelBuilder>(layers, adapter::worldModelSeed(world()));
+  if (!mp.enabled) {
+    adapter::WholeModel whole = adapter::buildWholeModel(*builder, options.group ? *options.group : world());
+    m.tieHandles = std::move(whole.tieHandles);
+    init(whole.root.ptr(), [root = whole.root.ptr()](const torch::Tensor& x) { return root->forward(x); },
+         std::move(options), &whole.root);
+    return;
+  }
+  STRATA_CHECK_WITH(ConfigError,
+                    exampleBatch.dim() >= 1 && exampleBatch.size(0) >= mp.microbatches &&
+                        exampleBatch.size(0) % mp.microbatches == 0,
+                    "/modelparallel/microbatches: ", mp.microbatches, " microbatches do not divide the example batch of ",
+                    exampleBatch.dim() >= 1 ? exampleBatch.size(0) : 0, " samples");
+  m.engine = std::make_unique<pipeline::Engine>(builder, mp, rank(), size());
+  m.group = &world();
+  const config::JobConfig& cfg = runtime::jobConfig();
+  if (options.bucketCapMb <= 0) options.bucketCapMb = cfg.dataParallel.bucketCapMb;
+  if (options.gradientDtype.empty()) options.gradientDtype = cfg.dataParallel.gradientDtype;
+  m.options = options;
+  m.wire = wireType(options.gradientDtype);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(std::max(1, cores / std::max(1, local_size())));  // as init() does
+  m.seedBase = builder->modelSeed();
+  m.engine->makePlan(exampleBatch.narrow(0, 0, exampleBatch.size(0) / mp.microbatches), world());
+  m.module = m.engine->model();
+  m.forwardFn = [root = m.module](const torch::Tensor& x) { return root->as<torch::nn::Sequential>()->forward(x); };
+  m.group = m.engine->dataParallelGroup() ? m.engine->dataParallelGroup() : &world();
+  m.onPlanned();
+  STRATA_LOG(kInfo, kPipe, "DistributedModel: model parallel (LayerList), ", mp.partitions, " partition(s) x ",
+             m.engine->dpSize(), " replica(s), pp_rank ", m.engine->ppRank(), " dp_rank ", m.engine->dpRank());
 }
 
 DistributedModel::~DistributedModel() {
@@ -541,6 +580,8 @@ PipelineStats DistributedModel::pipeline_stats() const {
   s.predictedBubble = plan.simulation.bubbleFraction;
   for (const auto& stage : plan.partition.stages) s.stageFirstLayer.push_back(stage.firstLayer);
   s.plan = pipeline::formatPlan(plan);
+  s.predictedStaticBytes =
+      static_cast<int64_t>(impl_->engine->predictedRankBytes().at(static_cast<size_t>(impl_->engine->ppRank())));
   return s;
 }
 
@@ -568,12 +609,14 @@ void DistributedModel::zero_grad() {
   }
 }
 
-std::vector<torch::Tensor> DistributedModel::parameters() const { return impl_->module->parameters(true); }
+std::vector<torch::Tensor> DistributedModel::parameters() const {
+  return adapter::uniqueTensors(impl_->module->parameters(true));
+}
 
 std::vector<torch::Tensor> DistributedModel::local_parameters() const {
   if (!impl_->engine || !impl_->engine->planned()) return parameters();
   std::vector<torch::Tensor> out;
-  for (auto& p : impl_->engine->localParameters()) out.push_back(p.second);
+  for (auto& p : adapter::uniqueTensors(impl_->engine->localParameters())) out.push_back(p.second);
   return out;
 }
 
