@@ -88,8 +88,10 @@ struct PipelineStats {
   double predictedBubble = 0;       // idle / (ranks x step), simulated
   std::vector<int> stageFirstLayer;  // the cut: first layer of every global stage
   std::string plan;                  // the planner's report (formatPlan)
-  // This rank's parameters + gradients + optimizer state as the plan predicts them.
+  // This rank's parameters (and buffers) + gradients + optimizer state: as the plan predicts
+  // them, and as held at the start of step 1 (after one optimizer step; -1 before).
   int64_t predictedStaticBytes = 0;
+  int64_t heldBytes = -1;
 };
 
 class DistributedModel {
@@ -186,6 +188,7 @@ class DistributedModel {
   void set_steps_taken(int64_t steps);
 
  private:
+  friend class DistributedOptimizer;  // tells a pipeline which optimizer steps its parameters
   // Tag: `forward` is module->forward, so the per-layer instrumentation may run a
   // Sequential's children one by one in its place (a user's forward function may differ).
   struct ModulesOwnForward {};
@@ -205,6 +208,9 @@ class DistributedOptimizer {
   DistributedOptimizer(Opt optimizer, DistributedModel& model)
       : DistributedOptimizer(std::unique_ptr<torch::optim::Optimizer>(new Opt(std::move(optimizer))), model) {}
   DistributedOptimizer(std::unique_ptr<torch::optim::Optimizer> optimizer, DistributedModel& model);
+  ~DistributedOptimizer();
+  DistributedOptimizer(const DistributedOptimizer&) = delete;
+  DistributedOptimizer& operator=(const DistributedOptimizer&) = delete;
 
   void zero_grad();
   void step();
