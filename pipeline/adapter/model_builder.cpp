@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "core/errors.h"
+#include "strata/nested_sequential.h"
 
 namespace strata::pipeline {
 namespace {
@@ -109,8 +110,13 @@ torch::nn::Sequential ModelBuilder::assembleList(const LayerList& list, const st
   torch::nn::Sequential out;
   for (const LayerList::Item& item : list.items_) {
     if (item.group) {
-      torch::nn::Sequential group = assembleList(*item.group, built, next);
-      if (!group->is_empty()) out->push_back(item.name, group);
+      const torch::nn::Sequential items = assembleList(*item.group, built, next);
+      if (items->is_empty()) continue;
+      strata::NestedSequential group;  // a plain Sequential cannot be nested
+      const auto names = items->named_children();
+      size_t i = 0;
+      for (const torch::nn::AnyModule& m : *items) group->push_back(names[i++].key(), m);
+      out->push_back(item.name, torch::nn::AnyModule(group.ptr()));
     } else {
       const torch::nn::AnyModule& m = built[next++];
       if (!m.is_empty()) out->push_back(item.name, m);

@@ -135,11 +135,6 @@ std::string describe(const UseInfo& u) {
   return c10::str(c10::IntArrayRef(u.sizes), " ", u.dtype, u.requiresGrad ? "" : " (frozen)");
 }
 
-}  // namespace
-
-namespace strata::pipeline {
-namespace {
-
 // Forward/backward medians, output, stash of layer `index` on `x`.
 struct Measured {
   torch::Tensor output;

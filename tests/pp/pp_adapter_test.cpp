@@ -8,6 +8,7 @@
 #include "core/errors.h"
 #include "pipeline/adapter/model_builder.h"
 #include "pipeline/adapter/profile.h"
+#include "strata/nested_sequential.h"
 
 namespace strata::pipeline {
 namespace {
@@ -99,10 +100,10 @@ TEST(ModelBuilder, TiedUsesOnOneRankAreOneTensorWithOneGradient) {
 }
 
 TEST(Layers, NestedSequentialsContributeTheirItems) {
-  torch::nn::Sequential blocks(torch::nn::Linear(4, 4), torch::nn::Tanh());
+  strata::NestedSequential blocks(torch::nn::Linear(4, 4), torch::nn::Tanh());
   torch::nn::Sequential net;
   net->push_back("embed", torch::nn::Linear(3, 4));
-  net->push_back("blocks", blocks);
+  net->push_back("blocks", torch::nn::AnyModule(blocks.ptr()));
   net->push_back("head", torch::nn::Linear(4, 2));
   const std::vector<Layer> layers = layersOf(net);
   std::vector<std::string> names;

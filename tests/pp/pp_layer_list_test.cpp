@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "pp/pp_layer_list_testing.h"
+#include "strata/nested_sequential.h"
 
 namespace strata::testing {
 namespace {
@@ -78,6 +79,16 @@ TEST(LayerListModel, ARankBuildsOnlyItsOwnLayers) {
   }
   EXPECT_GT(count, 0u);
   EXPECT_EQ(model.local_parameters().size(), model.parameters().size());
+  // The parameter elements it holds are exactly its layers' (each built alone here), the tied
+  // tensor once: nothing of another stage exists on this rank.
+  const std::vector<LayerList::Layer> described = tinyLm(6).layers();
+  int64_t expectedElements = 0;
+  for (int i = first; i < end; ++i)
+    for (const auto& p : described[static_cast<size_t>(i)].factory().ptr()->parameters()) expectedElements += p.numel();
+  if (first == 0 && end == 8) expectedElements -= kVocab * kWidth;  // embed and head on one rank: one tensor
+  int64_t heldElements = 0;
+  for (const auto& p : model.local_parameters()) heldElements += p.numel();
+  EXPECT_EQ(heldElements, expectedElements) << "rank " << strata::rank() << " layers " << first << ".." << end - 1;
 }
 
 }  // namespace
@@ -200,12 +211,12 @@ TEST(NestedModels, AModuleListIsRefusedWithWhatToChange) {
 TEST(NestedModels, ANestedSequentialIsCutAtBlockGranularityAndMatchesOneProcess) {
   torch::manual_seed(3);
   Gpt gpt;
-  torch::nn::Sequential blocks;
+  strata::NestedSequential blocks;  // libtorch cannot nest a plain Sequential
   for (size_t i = 0; i < gpt->blocks->size(); ++i)
     blocks->push_back(std::to_string(i), std::dynamic_pointer_cast<BlockImpl>(gpt->blocks[i]));
   torch::nn::Sequential net;
   net->push_back("embed", gpt->embed);
-  net->push_back("blocks", blocks);
+  net->push_back("blocks", torch::nn::AnyModule(blocks.ptr()));
   net->push_back("head", gpt->head);
   torch::manual_seed(3);
   Gpt reference;  // the same weights, in one process

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "pp/pp_testing.h"
+#include "strata/nested_sequential.h"
 #include "strata/strata.h"
 
 namespace strata::testing {
@@ -24,8 +25,9 @@ struct TiedHeadImpl : torch::nn::Module {
 };
 TORCH_MODULE(TiedHead);
 
-inline torch::nn::Sequential makeBlock() {
-  return torch::nn::Sequential(torch::nn::Linear(kWidth, kWidth), torch::nn::Tanh());
+// A block is itself a Sequential (nestable: libtorch cannot hold a plain one in another).
+inline strata::NestedSequential makeBlock() {
+  return strata::NestedSequential(torch::nn::Linear(kWidth, kWidth), torch::nn::Tanh());
 }
 
 inline LayerList tinyLm(int blocks, bool tied = true) {
@@ -43,11 +45,11 @@ inline LayerList tinyLm(int blocks, bool tied = true) {
 // the values of `state` (paths as in the LayerList).
 inline torch::nn::Sequential plainTinyLm(int blocks, const std::map<std::string, torch::Tensor>& state) {
   torch::nn::Embedding embed(kVocab, kWidth);
-  torch::nn::Sequential group;
-  for (int i = 0; i < blocks; ++i) group->push_back(std::to_string(i), makeBlock());
+  strata::NestedSequential group;
+  for (int i = 0; i < blocks; ++i) group->push_back(std::to_string(i), torch::nn::AnyModule(makeBlock().ptr()));
   torch::nn::Sequential net;
   net->push_back("embed", embed);
-  net->push_back("blocks", group);
+  net->push_back("blocks", torch::nn::AnyModule(group.ptr()));
   net->push_back("head", TiedHead(embed->weight));
   torch::NoGradGuard noGrad;
   for (auto& p : net->named_parameters(true)) p.value().copy_(state.at(p.key()));
