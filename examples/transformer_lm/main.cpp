@@ -128,10 +128,12 @@ int run(const Flags& flags) {
   strata::CheckpointManager ckpt(model, opt, nullptr, checkpointOptions(flags));
   printHeader(flags, data);
   int64_t step = ckpt.resume();
+  const int64_t firstStep = step;
   if (step > 0 && strata::rank() == 0) std::printf("resumed at step %lld\n", (long long)step);
   examples::Progress progress(flags.maxSteps, "train");
   double lastLoss = 0;
-  while (step < flags.maxSteps) {
+  bool stopped = false;
+  while (step < flags.maxSteps && !stopped) {
     const lm::Batch batch = data.trainBatch(step, flags.batchSize, strata::dp_rank(), strata::dp_size());
     opt.zero_grad();
     const strata::StepOutput out =
@@ -145,13 +147,12 @@ int run(const Flags& flags) {
     ++step;
     lastLoss = worldMean(out.reduce_mean().item<double>());
     strata::debugger::save_scalar("train_loss", lastLoss);
-    progress.update(step, step * flags.batchSize, lastLoss);
-    if (ckpt.after_step(step)) break;  // collective: a stop request (SIGTERM, a rule) saved a checkpoint
+    progress.update(step, (step - firstStep) * flags.batchSize, lastLoss);
+    stopped = ckpt.after_step(step);  // collective: a stop request (SIGTERM, a rule) saved a checkpoint
   }
   progress.finish();
-  if (ckpt.stopped_by_signal() || strata::should_stop()) {
-    if (strata::rank() == 0) std::printf("stopped at step %lld: %s\n", (long long)step, strata::stop_reason().c_str());
-  }
+  if (stopped && strata::rank() == 0)
+    std::printf("stopped at step %lld: %s\n", (long long)step, strata::stop_reason().c_str());
   if (flags.evalBatches > 0) {
     const double val = validationLoss(model, data, flags);
     if (strata::rank() == 0) std::printf("validation: loss=%.6f\n", val);

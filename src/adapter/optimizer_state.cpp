@@ -53,14 +53,6 @@ std::unique_ptr<torch::optim::OptimizerParamState> newState(const std::string& k
   STRATA_THROW(Error, "optimizer state by path: unsupported optimizer kind \"", kind, "\"");
 }
 
-// The group holding each parameter (by state key).
-std::map<std::string, torch::optim::OptimizerParamGroup*> groupOf(torch::optim::Optimizer& optimizer) {
-  std::map<std::string, torch::optim::OptimizerParamGroup*> out;
-  for (auto& group : optimizer.param_groups())
-    for (const auto& p : group.params()) out.emplace(stateKey(p), &group);
-  return out;
-}
-
 }  // namespace
 
 std::string optimizerKind(const torch::optim::Optimizer& optimizer) {
@@ -74,28 +66,59 @@ std::string optimizerKind(const torch::optim::Optimizer& optimizer) {
                "Adagrad, RMSprop");
 }
 
+bool writeParamState(OutputArchive& entry, const torch::optim::Optimizer& optimizer, const torch::Tensor& param) {
+  auto& opt = const_cast<torch::optim::Optimizer&>(optimizer);  // param_groups() has no const form
+  const std::string key = stateKey(param);
+  for (auto& group : opt.param_groups()) {
+    for (const auto& p : group.params()) {
+      if (stateKey(p) != key) continue;
+      OutputArchive options;
+      group.options().serialize(options);
+      entry.write("options", options);
+      const auto s = optimizer.state().find(key);
+      if (s != optimizer.state().end()) {
+        OutputArchive values;
+        s->second->serialize(values);
+        entry.write("state", values);
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+bool readParamState(InputArchive& entry, torch::optim::Optimizer& optimizer, const torch::Tensor& param,
+                    const std::string& kind, const std::string& source) {
+  const std::string mine = optimizerKind(optimizer);
+  STRATA_CHECK(kind == mine, "checkpoint ", source, " holds ", kind, " optimizer state; this optimizer is ", mine);
+  const std::string key = stateKey(param);
+  for (auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) {
+      if (stateKey(p) != key) continue;
+      InputArchive options;
+      entry.read("options", options);
+      group.options().serialize(options);
+      InputArchive values;
+      if (entry.try_read("state", values)) {
+        std::unique_ptr<torch::optim::OptimizerParamState> s = newState(kind);
+        s->serialize(values);
+        optimizer.state()[key] = std::move(s);
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
 void writeStateByPath(OutputArchive& archive, const torch::optim::Optimizer& optimizer,
                       const std::vector<std::pair<std::string, torch::Tensor>>& params) {
-  auto& opt = const_cast<torch::optim::Optimizer&>(optimizer);  // param_groups() has no const form
-  const auto groups = groupOf(opt);
-  const auto& state = optimizer.state();
   std::string names;
-  std::set<std::string> written;  // a tied tensor listed under two paths: its state once
+  std::set<const void*> written;  // a tied tensor listed under two paths: its state once
   int64_t i = 0;
   for (const auto& [path, tensor] : params) {
-    const std::string key = stateKey(tensor);
-    const auto group = groups.find(key);
-    if (group == groups.end() || !written.insert(key).second) continue;
+    if (!written.insert(tensor.unsafeGetTensorImpl()).second) continue;
     OutputArchive entry;
-    OutputArchive options;
-    group->second->options().serialize(options);
-    entry.write("options", options);
-    const auto s = state.find(key);
-    if (s != state.end()) {
-      OutputArchive values;
-      s->second->serialize(values);
-      entry.write("state", values);
-    }
+    if (!writeParamState(entry, optimizer, tensor)) continue;
     archive.write("p" + std::to_string(i++), entry);
     names += path + "\n";
   }
@@ -106,32 +129,14 @@ void writeStateByPath(OutputArchive& archive, const torch::optim::Optimizer& opt
 StateByPathResult readStateByPath(InputArchive& archive, torch::optim::Optimizer& optimizer,
                                   const std::map<std::string, torch::Tensor>& params, const std::string& source) {
   const std::string kind = readText(archive, "kind");
-  const std::string mine = optimizerKind(optimizer);
-  STRATA_CHECK(kind == mine, "checkpoint ", source, " holds ", kind, " optimizer state; this optimizer is ", mine);
-  const auto groups = groupOf(optimizer);
-  std::set<torch::optim::OptimizerParamGroup*> optionsRestored;
   StateByPathResult result;
   result.paths = splitLines(readText(archive, "names"));
   for (size_t i = 0; i < result.paths.size(); ++i) {
     const auto target = params.find(result.paths[i]);
     if (target == params.end()) continue;
-    const std::string key = stateKey(target->second);
-    const auto group = groups.find(key);
-    if (group == groups.end()) continue;  // the optimizer does not step this parameter
     InputArchive entry;
     archive.read("p" + std::to_string(i), entry);
-    if (optionsRestored.insert(group->second).second) {
-      InputArchive options;
-      entry.read("options", options);
-      group->second->options().serialize(options);
-    }
-    InputArchive values;
-    if (entry.try_read("state", values)) {
-      std::unique_ptr<torch::optim::OptimizerParamState> s = newState(kind);
-      s->serialize(values);
-      optimizer.state()[key] = std::move(s);
-      ++result.restored;
-    }
+    if (readParamState(entry, optimizer, target->second, kind, source)) ++result.restored;
   }
   return result;
 }

@@ -26,6 +26,16 @@ namespace strata::detail {
 // "AdamW", "SGD", ...; throws strata::Error naming the type for an unsupported optimizer.
 std::string optimizerKind(const torch::optim::Optimizer& optimizer);
 
+// One parameter's entry: its group's options and (after its first step) its state. Returns
+// false, writing nothing, when the optimizer does not hold `param`.
+bool writeParamState(torch::serialize::OutputArchive& entry, const torch::optim::Optimizer& optimizer,
+                     const torch::Tensor& param);
+// Restores one entry of optimizer kind `kind` for `param`: the group's options, and the state
+// when the entry has one. Returns false when the optimizer does not hold `param`. Throws
+// strata::Error when `kind` is not this optimizer's.
+bool readParamState(torch::serialize::InputArchive& entry, torch::optim::Optimizer& optimizer,
+                    const torch::Tensor& param, const std::string& kind, const std::string& source);
+
 // Writes the state (and group options) of every parameter in `params` (path, tensor) that the
 // optimizer holds. A parameter without state yet (no step taken) is listed with options only.
 void writeStateByPath(torch::serialize::OutputArchive& archive, const torch::optim::Optimizer& optimizer,
