@@ -24,16 +24,6 @@ std::map<int, std::string>& userTrackNames() {
 
 }  // namespace
 
-std::string_view modeName(Mode mode) {
-  switch (mode) {
-    case Mode::kTrain: return "TRAIN";
-    case Mode::kEval: return "EVAL";
-    case Mode::kPredict: return "PREDICT";
-    case Mode::kGlobal: return "GLOBAL";
-  }
-  return "GLOBAL";
-}
-
 std::string_view stepPhaseName(Mode mode) {
   switch (mode) {
     case Mode::kTrain: return "Step:ModeKeys.TRAIN";

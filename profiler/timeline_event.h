@@ -13,11 +13,13 @@
 #include <type_traits>
 #include <vector>
 
+#include "strata/types.h"
+
 namespace strata::profiler {
 
-// smdebug's ModeKeys.
-enum class Mode { kTrain, kEval, kPredict, kGlobal };
-std::string_view modeName(Mode mode);       // "TRAIN"
+// smdebug's ModeKeys (strata/types.h; modeName gives "TRAIN").
+using strata::Mode;
+using strata::modeName;
 std::string_view stepPhaseName(Mode mode);  // "Step:ModeKeys.TRAIN"
 
 // Chrome-trace tids of a rank. Values are part of the file format: do not renumber.

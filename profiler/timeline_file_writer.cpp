@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "core/atomic_file.h"
 #include "core/logging.h"
 #include "profiler/json_util.h"
 #include "profiler/layout.h"
@@ -77,11 +78,7 @@ void TimelineFileWriter::recoverLeftover() {
   for (const TraceEvent& e : parseTraceText(*text, nodeId_, "PythontimelineMetrics").events)
     maxEndUs = std::max(maxEndUs, e.endUs);
   const fs::path target = freeTracePath(root_, maxEndUs, nodeId_);
-  fs::create_directories(target.parent_path(), ec);
-  std::FILE* out = std::fopen(target.c_str(), "w");
-  if (out == nullptr) throwIo("open", target.string());
-  const bool ok = std::fwrite(text->data(), 1, text->size(), out) == text->size();
-  if (std::fclose(out) != 0 || !ok) throwIo("write", target.string());
+  writeFileAtomically(target.string(), *text, Durability::kAtomicOnly);
   fs::remove(tmpPath_, ec);
   closedFiles_.push_back(target.string());
   STRATA_LOG(kInfo, kProf, "timeline: recovered ", tmpPath_, " left by an earlier run as ",
@@ -135,10 +132,8 @@ void TimelineFileWriter::closeFile() {
   ok = (std::fclose(file) == 0) && ok;
   if (!ok) throwIo("close", tmpPath_);
   const fs::path target = freeTracePath(root_, maxEndUs_, nodeId_);
-  std::error_code ec;
-  fs::create_directories(target.parent_path(), ec);
-  fs::rename(tmpPath_, target, ec);
-  if (ec) throw std::runtime_error("cannot rename " + tmpPath_ + ": " + ec.message());
+  // A timeline is rewritten every rotation and recoverable from its open file: atomic is enough.
+  publishFile(tmpPath_, target.string(), Durability::kAtomicOnly);
   closedFiles_.push_back(target.string());
 }
 

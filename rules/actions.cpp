@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/atomic_file.h"
 #include "core/logging.h"
 
 extern char** environ;
@@ -69,18 +70,9 @@ bool StopSignal::stopFileExists(const std::string& runDir) {
 
 bool StopSignal::writeStopFile(const std::string& runDir, const std::string& rule, const std::string& reason) {
   namespace fs = std::filesystem;
-  const fs::path path = stopFilePath(runDir);
-  std::error_code ec;
-  fs::create_directories(path.parent_path(), ec);
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) return false;
-    out << nlohmann::json{{"rule", rule}, {"reason", reason}}.dump() << "\n";
-    if (!out) return false;
-  }
-  fs::rename(tmp, path, ec);
-  return !ec;
+  return tryWriteFileAtomically(stopFilePath(runDir),
+                                nlohmann::json{{"rule", rule}, {"reason", reason}}.dump() + "\n",
+                                Durability::kAtomicOnly);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <set>
 
+#include "core/atomic_file.h"
 #include "core/errors.h"
 #include "core/logging.h"
 #include "rules/builtin.h"
@@ -29,17 +30,7 @@ int64_t floorDiv(int64_t a, int64_t b) {
 }
 
 bool writeAtomically(const fs::path& path, const std::string& text) {
-  std::error_code ec;
-  fs::create_directories(path.parent_path(), ec);
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return false;
-    out << text;
-    if (!out) return false;
-  }
-  fs::rename(tmp, path, ec);
-  return !ec;
+  return tryWriteFileAtomically(path.string(), text, Durability::kAtomicOnly);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <string>
 
+#include "core/atomic_file.h"
 #include "core/errors.h"
 #include "core/logging.h"
 #include "rules/run.h"
@@ -26,18 +27,11 @@ void recordRuleSpecs(const std::vector<RuleSpec>& specs, const OnlineRulesOption
     if (!s.library.empty()) r["library"] = s.library;
     rules.push_back(std::move(r));
   }
-  fs::create_directories(path.parent_path(), ec);
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << nlohmann::json{{"compat", options.compat}, {"rules", rules}}.dump(2) << "\n";
-    if (!out) {
-      STRATA_LOG(kWarn, kRules, "online rules: cannot write ", path.string());
-      return;
-    }
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) STRATA_LOG(kWarn, kRules, "online rules: cannot write ", path.string(), ": ", ec.message());
+  std::string error;
+  if (!tryWriteFileAtomically(path.string(),
+                              nlohmann::json{{"compat", options.compat}, {"rules", rules}}.dump(2) + "\n",
+                              Durability::kAtomicOnly, &error))
+    STRATA_LOG(kWarn, kRules, "online rules: cannot write ", path.string(), ": ", error);
 }
 
 }  // namespace

@@ -34,6 +34,8 @@
 #include <utility>
 #include <vector>
 
+#include "strata/types.h"
+
 namespace strata::rules {
 
 // ---------------------------------------------------------------------------------------------
@@ -106,8 +108,8 @@ struct MetricWindow {
 // ---------------------------------------------------------------------------------------------
 // Tensor inputs (debugger output; specs/smdebug.md §1)
 
-enum class Mode { kTrain = 1, kEval = 2, kPredict = 3, kGlobal = 4 };
-const char* modeName(Mode mode);  // "TRAIN"...; inline below
+using strata::Mode;  // strata/types.h
+using strata::modeName;
 
 struct StepInfo {
   int64_t step = 0;      // global step
@@ -139,8 +141,8 @@ class Trial {
   virtual std::optional<TensorValue> value(const std::string& name, int64_t step) const = 0;
   // A stored reduction ("mean", "variance", "l2"... with abs), or nullopt. Rules fall back
   // to computing it from value().
-  virtual std::optional<double> reduction(const std::string& name, int64_t step,
-                                          const std::string& op, bool abs) const {
+  virtual std::optional<double> reduction(const std::string& /*name*/, int64_t /*step*/,
+                                          const std::string& /*op*/, bool /*abs*/) const {
     return std::nullopt;
   }
   // Wall-clock time (s since the epoch) of the newest data, if known.
@@ -209,14 +211,14 @@ class Rule {
   virtual Input input() const = 0;
 
   // Tensor rules: called once per complete step, in increasing step order.
-  virtual std::vector<Finding> invokeAtStep(const Trial& trial, const StepInfo& step) {
+  virtual std::vector<Finding> invokeAtStep(const Trial& /*trial*/, const StepInfo& /*step*/) {
     return {};
   }
   // Metric rules: called once per scan window, in window order (empty windows included).
-  virtual std::vector<Finding> invokeForWindow(const MetricWindow& window) { return {}; }
+  virtual std::vector<Finding> invokeForWindow(const MetricWindow& /*window*/) { return {}; }
   // Every engine poll, with the wall clock (s since the epoch); for time-based rules such as
   // StalledTrainingRule. `trial` is null when the run has no tensor data.
-  virtual std::vector<Finding> onTick(const Trial* trial, double nowSec) { return {}; }
+  virtual std::vector<Finding> onTick(const Trial* /*trial*/, double /*nowSec*/) { return {}; }
   // The data has ended. Last chance to report.
   virtual std::vector<Finding> finish() { return {}; }
 
@@ -309,15 +311,5 @@ class StopSignal {
   std::string rule_;
   std::string reason_;
 };
-
-inline const char* modeName(Mode mode) {
-  switch (mode) {
-    case Mode::kTrain: return "TRAIN";
-    case Mode::kEval: return "EVAL";
-    case Mode::kPredict: return "PREDICT";
-    case Mode::kGlobal: return "GLOBAL";
-  }
-  return "GLOBAL";
-}
 
 }  // namespace strata::rules

@@ -14,6 +14,15 @@ enum class DType : uint8_t { kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kI
 // integer types, as NCCL does).
 enum class ReduceOp : uint8_t { kSum, kAvg, kMax, kMin, kProd };
 
+// A step's mode: smdebug's ModeKeys with their numbers (smdebug core/modes.py), as the
+// debugger's files, the profiler's Step:ModeKeys.<MODE> events and the rules use them.
+enum class Mode : int { kTrain = 1, kEval = 2, kPredict = 3, kGlobal = 4 };
+inline constexpr Mode kAllModes[] = {Mode::kTrain, Mode::kEval, Mode::kPredict, Mode::kGlobal};
+
+const char* modeName(Mode mode);  // "TRAIN", "EVAL", "PREDICT", "GLOBAL"
+// Parses a mode name (exact, upper case); false when unknown.
+bool parseModeName(const std::string& name, Mode* out);
+
 size_t dtypeBytes(DType dtype);
 const char* dtypeName(DType dtype);
 const char* reduceOpName(ReduceOp op);

@@ -6,8 +6,8 @@
 #include "core/errors.h"
 #include "core/logging.h"
 #include "pipeline/schedule.h"
-#include "profiler/session.h"
 #include "adapter/layer_instrumentation.h"
+#include "adapter/observers.h"
 
 namespace strata::pipeline {
 namespace {
@@ -30,9 +30,8 @@ Executor::Executor(ExecutorSetup setup) : setup_(std::move(setup)) {
 StepReport Executor::run(const Program& program, const StepInputs& inputs) {
   const auto start = Clock::now();
   in_ = &inputs;
-  // The step has begun (DistributedModel::step): the session knows whether it is profiled.
-  profiler::Session* session = profiler::current();
-  prof_ = session != nullptr && session->timelineActive() ? session : nullptr;
+  // The step has begun (DistributedModel::step): the observers know whether it is timed.
+  timing_ = observe::observers().timing();
   report_ = StepReport{};
   report_.outputs.resize(static_cast<size_t>(inputs.microbatches));
   stash_.clear();
@@ -49,7 +48,7 @@ StepReport Executor::run(const Program& program, const StepInputs& inputs) {
       } catch (...) {
       }
       in_ = nullptr;
-      prof_ = nullptr;
+      timing_ = false;
       throw;
     }
   }
@@ -57,7 +56,7 @@ StepReport Executor::run(const Program& program, const StepInputs& inputs) {
   STRATA_CHECK(stash_.empty(), "pipeline: the program left ", stash_.size(),
                " microbatch stash(es) without a backward (an invalid program)");
   in_ = nullptr;
-  prof_ = nullptr;
+  timing_ = false;
   report_.totalSeconds = secondsSince(start);
   StepReport out = std::move(report_);
   report_ = StepReport{};
@@ -128,23 +127,27 @@ torch::Tensor Executor::forwardChunk(int chunk, int microbatch, const torch::Ten
   const ChunkRange& c = setup_.chunks.at(static_cast<size_t>(chunk));
   SeedContext seed;
   if (in_->seedBase) seed = SeedContext{*in_->seedBase, in_->step, microbatch};
-  if (prof_ != nullptr) return recordedForward(chunk, microbatch, x, in_->seedBase ? &seed : nullptr);
+  if (timing_) return recordedForward(chunk, microbatch, x, in_->seedBase ? &seed : nullptr);
   return runLayers(*setup_.layers, c.begin, c.end, x, in_->seedBase ? &seed : nullptr);
 }
 
-// runLayers with a slice per layer inside the stage's Forward slice (same seeding).
+// runLayers reporting each layer inside the stage's chain (same seeding).
 torch::Tensor Executor::recordedForward(int chunk, int microbatch, const torch::Tensor& x, const SeedContext* seed) {
   const ChunkRange& c = setup_.chunks.at(static_cast<size_t>(chunk));
   const std::vector<Layer>& layers = *setup_.layers;
-  std::vector<std::string> paths;
-  for (int i = c.begin; i < c.end; ++i) paths.push_back(layers[static_cast<size_t>(i)].name);
-  instrument::Needs needs;
-  needs.timeline = true;
-  needs.layerBackward = false;  // the stage's backward is timed in backward()
+  observe::LayerChain chain;
+  chain.topName = "stage " + std::to_string(c.globalStage);
+  for (int i = c.begin; i < c.end; ++i) chain.paths.push_back(layers[static_cast<size_t>(i)].name);
+  chain.isStage = true;
+  chain.stage.stage = c.globalStage;
+  chain.stage.chunk = chunk;
+  chain.stage.microbatch = microbatch;
+  chain.stage.step = in_->step;
+  observe::Interest interest;
+  interest.times = true;
   instrument::LayerRecorder recorder(
-      "stage " + std::to_string(c.globalStage), std::move(paths), x, needs,
-      [](size_t) { return std::vector<torch::Tensor>(); },
-      {{"stage", c.globalStage}, {"chunk", chunk}, {"microbatch", microbatch}, {"step", in_->step}});
+      std::move(chain), x, interest, [](size_t) { return std::vector<torch::Tensor>(); },
+      /*timeLayerBackward=*/false);  // the stage's backward is timed in backward()
   torch::Tensor y = x;
   for (int i = c.begin; i < c.end; ++i) {
     const auto k = static_cast<size_t>(i - c.begin);
@@ -157,12 +160,20 @@ torch::Tensor Executor::recordedForward(int chunk, int microbatch, const torch::
   return y;
 }
 
-void Executor::recordPipeline(const char* name, const Instruction& in, int64_t startUs, int64_t bytes) {
-  prof_->recordSlice(name, profiler::phases::kPipeline, profiler::Track::kPipeline, startUs, prof_->nowUs() - startUs,
-                     {{"peer", in.peer},
-                      {"microbatch", in.microbatch},
-                      {"stage", setup_.chunks.at(static_cast<size_t>(in.chunk)).globalStage},
-                      {"bytes", bytes}});
+void Executor::reportTransfer(const Instruction& in, int64_t startUs, int64_t bytes) {
+  observe::Transfer t;
+  switch (in.op) {
+    case Op::kSendActivation: t.kind = observe::Transfer::Kind::kSendActivation; break;
+    case Op::kSendGradient: t.kind = observe::Transfer::Kind::kSendGradient; break;
+    case Op::kRecvActivation: t.kind = observe::Transfer::Kind::kRecvActivation; break;
+    default: t.kind = observe::Transfer::Kind::kRecvGradient; break;
+  }
+  t.peer = in.peer;
+  t.stage = setup_.chunks.at(static_cast<size_t>(in.chunk)).globalStage;
+  t.microbatch = in.microbatch;
+  t.bytes = bytes;
+  t.span = observe::spanSince(startUs);
+  observe::observers().transfer(t);
 }
 
 void Executor::forward(const Instruction& in) {
@@ -190,7 +201,7 @@ void Executor::forward(const Instruction& in) {
 
 void Executor::backward(const Instruction& in) {
   const auto start = Clock::now();
-  const int64_t startUs = prof_ != nullptr ? prof_->nowUs() : 0;
+  const int64_t startUs = timing_ ? observe::observers().nowUs() : -1;
   auto it = stash_.find({in.chunk, in.microbatch});
   STRATA_CHECK(it != stash_.end(), "pipeline: backward of chunk ", in.chunk, " microbatch ", in.microbatch,
                " without its forward");
@@ -209,14 +220,9 @@ void Executor::backward(const Instruction& in) {
     if (st.output.requires_grad()) torch::autograd::backward({st.output}, {st.gradOut});
   }
   const int stage = setup_.chunks.at(static_cast<size_t>(in.chunk)).globalStage;
-  if (prof_ != nullptr)
-    prof_->recordSlice("stage " + std::to_string(stage), profiler::phases::kBackward, profiler::Track::kCompute,
-                       startUs, prof_->nowUs() - startUs,
-                       {{"stage", stage},
-                        {"chunk", in.chunk},
-                        {"microbatch", in.microbatch},
-                        {"step", in_->step},
-                        {"recomputed", st.checkpointed}});
+  if (timing_)
+    observe::observers().stageBackward(
+        {stage, in.chunk, in.microbatch, in_->step, st.checkpointed, observe::spanSince(startUs)});
   const bool first = stage == 0;
   if (!first) {
     st.gradIn = st.input.grad().defined() ? st.input.grad() : torch::zeros_like(st.input);
@@ -246,11 +252,9 @@ void Executor::send(const Instruction& in, const torch::Tensor& tensor) {
     local_[tag] = buffer;
     return;
   }
-  const int64_t startUs = prof_ != nullptr ? prof_->nowUs() : 0;
+  const int64_t startUs = timing_ ? observe::observers().nowUs() : -1;
   auto work = setup_.pipelineGroup->isend(buffer.data_ptr(), buffer.nbytes(), in.peer, tag);
-  if (prof_ != nullptr)
-    recordPipeline(in.op == Op::kSendActivation ? "send activation" : "send gradient", in, startUs,
-                   static_cast<int64_t>(buffer.nbytes()));
+  if (timing_) reportTransfer(in, startUs, static_cast<int64_t>(buffer.nbytes()));
   sends_.push_back({std::move(work), std::move(buffer)});
 }
 
@@ -266,21 +270,17 @@ torch::Tensor Executor::recv(const Instruction& in, const TensorShape& shape) {
   }
   torch::Tensor t = shape.empty(batch);
   const auto start = Clock::now();
-  const int64_t startUs = prof_ != nullptr ? prof_->nowUs() : 0;
+  const int64_t startUs = timing_ ? observe::observers().nowUs() : -1;
   setup_.pipelineGroup->irecv(t.data_ptr(), t.nbytes(), in.peer, tag)->wait();
   report_.recvWaitSeconds += secondsSince(start);
-  if (prof_ != nullptr)
-    recordPipeline(in.op == Op::kRecvActivation ? "recv activation" : "recv gradient", in, startUs,
-                   static_cast<int64_t>(t.nbytes()));
+  if (timing_) reportTransfer(in, startUs, static_cast<int64_t>(t.nbytes()));
   return t;
 }
 
 void Executor::finishSends() {
-  const int64_t startUs = prof_ != nullptr && !sends_.empty() ? prof_->nowUs() : -1;
+  const int64_t startUs = timing_ && !sends_.empty() ? observe::observers().nowUs() : -1;
   for (auto& s : sends_) s.work->wait();
-  if (startUs >= 0)
-    prof_->recordSlice("wait sends", profiler::phases::kPipeline, profiler::Track::kPipeline, startUs,
-                       prof_->nowUs() - startUs, {{"sends", static_cast<int64_t>(sends_.size())}});
+  if (startUs >= 0) observe::observers().sendsWaited(observe::spanSince(startUs), static_cast<int64_t>(sends_.size()));
   sends_.clear();
 }
 

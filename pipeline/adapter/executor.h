@@ -14,14 +14,13 @@
 // stage (except the last global one) runs its forward without autograd and keeps only the
 // input; backward recomputes the forward with the same RNG seeds, then differentiates it.
 //
-// Profiling: inside the profiler's framework_profile window (the session's timeline is on at
-// the step's begin, as for the data-parallel path) the executor records on the compute track
-// a "Forward" slice "stage <s>" per chunk forward (args stage, chunk, microbatch) holding a
-// "Forward-SubModuleInternal" slice per layer, and a "Backward(post-forward)" slice per chunk
-// backward; on the pipeline track ("Pipeline" phase) every send, every receive (the time
-// blocked in it: args peer, microbatch, bytes) and the final wait for the step's sends. The
-// data-parallel reduction of hybrid runs records its AllReduceWait / AllReduce slices itself
-// (DistributedModel). Outside the window: one pointer test per instruction.
+// Observing (src/adapter/observers.h): while an observer times (the profiler's
+// framework_profile window), the executor reports per chunk forward a chain "stage <s>" with
+// its layers (chainForward, layerForward), per chunk backward a stageBackward, every send
+// and every receive (the time blocked in it) as a transfer, and the final wait for the
+// step's sends. The profiler turns them into "Forward"/"Forward-SubModuleInternal"/
+// "Backward(post-forward)" slices on the compute track and "Pipeline" slices on the pipeline
+// track. Otherwise: one test per instruction.
 //
 // Threading: one training thread.
 #pragma once
@@ -38,10 +37,6 @@
 #include "pipeline/program.h"
 #include "pipeline/adapter/layers.h"
 #include "strata/group.h"
-
-namespace strata::profiler {
-class Session;
-}
 
 namespace strata::pipeline {
 
@@ -123,10 +118,10 @@ class Executor {
   void trackStash();
   void finishSends();
   torch::Tensor recordedForward(int chunk, int microbatch, const torch::Tensor& x, const SeedContext* seed);
-  void recordPipeline(const char* name, const Instruction& in, int64_t startUs, int64_t bytes);
+  void reportTransfer(const Instruction& in, int64_t startUs, int64_t bytes);
 
   ExecutorSetup setup_;
-  profiler::Session* prof_ = nullptr;  // the session while its timeline is on, for this step
+  bool timing_ = false;  // an observer times this step
   const StepInputs* in_ = nullptr;
   StepReport report_;
   std::map<std::pair<int, int>, Stash> stash_;  // (chunk, microbatch)

@@ -35,7 +35,7 @@ class MetricRuleBase : public Rule {
 
  protected:
   // Adds details computed lazily (quantiles over whole series) when a report is asked for.
-  virtual void addDetails(RuleReport& r) const {}
+  virtual void addDetails(RuleReport& /*r*/) const {}
   Finding finding(const MetricWindow& w, std::string message,
                   std::vector<std::string> subjects = {}) const {
     Finding f;

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "core/atomic_file.h"
 #include "rules/report/rule_texts.h"
 #include "rules/report/svg.h"
 
@@ -597,17 +598,7 @@ std::string renderReport(const ReportInput& input) {
 
 std::string writeReport(const std::string& runDir) {
   const fs::path path = fs::path(runDir) / "rule-output" / "profiler-report.html";
-  std::error_code ec;
-  fs::create_directories(path.parent_path(), ec);
-  const std::string html = renderReport(loadReportInput(runDir));
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << html;
-    if (!out) throw std::runtime_error("cannot write " + tmp.string());
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) throw std::runtime_error("cannot write " + path.string() + ": " + ec.message());
+  writeFileAtomically(path.string(), renderReport(loadReportInput(runDir)), Durability::kAtomicOnly);
   return path.string();
 }
 

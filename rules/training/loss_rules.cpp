@@ -260,7 +260,7 @@ class StalledTraining final : public TensorRuleBase {
     report_.ruleParameters = p.joined({"threshold", "stop_training_on_fire", "training_job_name_prefix"});
   }
 
-  std::vector<Finding> invokeAtStep(const Trial& trial, const StepInfo& step) override {
+  std::vector<Finding> invokeAtStep(const Trial& /*trial*/, const StepInfo& step) override {
     evaluated();
     if (std::isnan(step.wallTimeSec)) return {};
     const double previous = lastWall_;

@@ -27,7 +27,7 @@ class TensorRuleBase : public Rule {
   }
 
  protected:
-  virtual void addDetails(RuleReport& r) const {}
+  virtual void addDetails(RuleReport& /*r*/) const {}
   // Counts one evaluated step; with violations, records them and returns one finding.
   std::vector<Finding> conclude(const StepInfo& step, const std::vector<std::string>& tensors,
                                 const std::string& message, nlohmann::json details = nlohmann::json::object());

@@ -15,7 +15,7 @@
 #include <map>
 #include <mutex>
 
-#include "checkpoint/atomic_file.h"
+#include "core/atomic_file.h"
 #include "checkpoint/catalog.h"
 #include "checkpoint/writer.h"
 #include "core/errors.h"
@@ -231,7 +231,7 @@ std::string save(const std::string& dir, DistributedModel& model, DistributedOpt
   std::string error;
   if (rank == 0) {
     try {
-      ck::makeDirectories(dir);
+      makeDirectories(dir);
       ck::beginCheckpoint(dir, step);
     } catch (const std::exception& e) {
       error = trimmed(e.what());
@@ -318,7 +318,7 @@ std::string chooseCheckpoint(const std::string& dir) {
 }
 
 InputArchive readArchive(const std::string& path, uint64_t expectedBytes) {
-  const std::vector<char> bytes = ck::readWholeFile(path);
+  const std::vector<char> bytes = readWholeFile(path);
   STRATA_CHECK(bytes.size() == expectedBytes, "checkpoint shard ", path, " has ", bytes.size(),
                " bytes, its manifest says ", expectedBytes);
   InputArchive archive;
@@ -447,7 +447,7 @@ std::optional<LoadResult> load(const std::string& dir, DistributedModel& model, 
   std::string error;
   try {
     const std::string manifestPath = (fs::path(chosen) / ck::kManifestFile).string();
-    const std::vector<char> text = ck::readWholeFile(manifestPath);
+    const std::vector<char> text = readWholeFile(manifestPath);
     const ck::Manifest m = ck::parseManifest(std::string(text.begin(), text.end()), manifestPath);
     result.sameLayout = m.worldSize == world().size() && m.ppSize == model.pp_size();
     const int rank = world().rank();

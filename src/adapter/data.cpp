@@ -6,7 +6,7 @@
 #include "core/errors.h"
 #include "runtime/sampler_plan.h"
 #include "strata/distributed_model.h"
-#include "adapter/layer_instrumentation.h"
+#include "adapter/observers.h"
 
 namespace strata {
 
@@ -46,7 +46,7 @@ torch::optional<std::vector<size_t>> DistributedSampler::next(size_t batchSize) 
   State& s = *state_;
   s.resumePending = false;  // driven directly after load(): the next reset() is a new epoch
   if (s.position >= s.indices.size()) return torch::nullopt;
-  instrument::batchRequested();  // profiler: data loading runs from here to the step's begin
+  observe::observers().batchRequested();  // the profiler: data loading runs from here to the step's begin
   const size_t end = std::min(s.indices.size(), s.position + batchSize);
   std::vector<size_t> batch(s.indices.begin() + static_cast<std::ptrdiff_t>(s.position),
                             s.indices.begin() + static_cast<std::ptrdiff_t>(end));

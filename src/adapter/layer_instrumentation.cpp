@@ -8,23 +8,18 @@
 #include <algorithm>
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 
+#include "adapter/observers.h"
 #include "debugger/naming.h"
-#include "debugger/torch_hook.h"
 #include "profiler/layer_timeline.h"
-#include "profiler/session.h"
 
 namespace strata::instrument {
 namespace {
 
-using profiler::Track;
-namespace phases = profiler::phases;
+using observe::observers;
+using observe::Span;
 
-int64_t nowUs() {
-  profiler::Session* s = profiler::current();
-  return s ? s->nowUs() : -1;
-}
+int64_t nowUs() { return observers().nowUs(); }
 
 // When one backward's hooks fired; shared by the hooks of one forward.
 struct BackwardTimes {
@@ -35,28 +30,24 @@ struct BackwardTimes {
   int firstPending = 0;               // first differentiable layer's gradients still to come
   int64_t firstDoneUs = -1;
   bool perLayer = true;
-  bool recorded = false;
+  bool reported = false;
 };
 
-void recordBackward(BackwardTimes& t) {
-  // Called with t.mu held, once.
-  t.recorded = true;
-  profiler::Session* s = profiler::current();
-  if (s == nullptr || !s->timelineActive()) return;
+// Called with t.mu held, once: the backward's spans (profiler/layer_timeline.h decides them).
+void reportBackward(BackwardTimes& t) {
+  t.reported = true;
   const profiler::BackwardSlices slices = profiler::backwardSlices(t.outputGradUs, t.firstDoneUs);
-  if (slices.whole)
-    s->recordSlice(t.topName, phases::kBackward, Track::kCompute, slices.whole->startUs, slices.whole->durUs);
+  if (slices.whole) observers().chainBackward(t.topName, Span{slices.whole->startUs, slices.whole->durUs});
   if (!t.perLayer) return;
   for (const auto& l : slices.layers)
-    s->recordSlice(t.paths[l.layer], phases::kBackwardSubmodule, Track::kCompute, l.interval.startUs,
-                   l.interval.durUs);
+    observers().layerBackward(t.paths[l.layer], Span{l.interval.startUs, l.interval.durUs});
 }
 
 void firstLayerGradientDone(BackwardTimes& t) {
   std::lock_guard<std::mutex> lock(t.mu);
-  if (t.recorded || t.firstPending <= 0) return;
+  if (t.reported || t.firstPending <= 0) return;
   t.firstDoneUs = nowUs();
-  if (--t.firstPending == 0) recordBackward(t);
+  if (--t.firstPending == 0) reportBackward(t);
 }
 
 // Gradient-accumulator hooks live on the parameters' accumulators, which outlive the
@@ -73,9 +64,26 @@ void removeAccumulatorHooks() {
   tAccumulatorHooks.clear();
 }
 
+void hookParametersOfFirstLayer(const std::shared_ptr<BackwardTimes>& times, const std::vector<torch::Tensor>& params) {
+  std::vector<torch::Tensor> trained;
+  for (const auto& p : params)
+    if (p.requires_grad()) trained.push_back(p);
+  times->firstPending = static_cast<int>(trained.size());
+  for (const auto& p : trained) {
+    std::shared_ptr<torch::autograd::Node> acc = torch::autograd::impl::grad_accumulator(p);
+    if (!acc) continue;
+    const uintptr_t key = acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [times](const torch::autograd::variable_list& outs, const torch::autograd::variable_list&) {
+          firstLayerGradientDone(*times);
+          return outs;
+        }));
+    tAccumulatorHooks.push_back({acc, key});
+  }
+}
+
 // Arms the backward timing of one forward: `outputs[i]` is layer i's output; `paramsOf(i)`
-// the parameters of layer i. With `perLayer` false only the model's Backward slice is
-// recorded (the model ran as one piece).
+// the parameters of layer i. With `perLayer` false only the chain's backward is reported
+// (the model ran as one piece).
 void armBackward(const std::string& topName, const std::vector<std::string>& paths, const torch::Tensor& input,
                  const std::vector<torch::Tensor>& outputs,
                  const std::function<std::vector<torch::Tensor>(size_t)>& paramsOf, bool perLayer) {
@@ -103,33 +111,8 @@ void armBackward(const std::string& topName, const std::vector<std::string>& pat
     in.register_hook([times](const torch::Tensor&) { firstLayerGradientDone(*times); });
     return;
   }
-  std::vector<torch::Tensor> params;
-  for (const auto& p : paramsOf(first))
-    if (p.requires_grad()) params.push_back(p);
-  times->firstPending = static_cast<int>(params.size());
-  for (const auto& p : params) {
-    std::shared_ptr<torch::autograd::Node> acc = torch::autograd::impl::grad_accumulator(p);
-    if (!acc) continue;
-    const uintptr_t key = acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [times](const torch::autograd::variable_list& outs, const torch::autograd::variable_list&) {
-          firstLayerGradientDone(*times);
-          return outs;
-        }));
-    tAccumulatorHooks.push_back({acc, key});
-  }
+  hookParametersOfFirstLayer(times, paramsOf(first));
 }
-
-void saveTensors(debugger::TorchHook* hook, const std::string& path, const torch::Tensor* in,
-                 const torch::Tensor* out) {
-  if (hook == nullptr) return;
-  if (in != nullptr) hook->saveModuleInputs(path, {*in});
-  if (out != nullptr) hook->saveModuleOutputs(path, {*out});
-}
-
-// The models' capture states, by module address (process-wide; the debugger's global step
-// is process-wide too).
-std::mutex gStatesMu;
-std::unordered_map<const torch::nn::Module*, CaptureState> gStates;
 
 }  // namespace
 
@@ -151,71 +134,52 @@ bool captureThisForward(bool debuggerDue, int64_t globalStep, int64_t lastCaptur
   return debuggerDue && globalStep >= 0 && globalStep != lastCapturedStep;
 }
 
-Needs currentNeeds(CaptureState& state) {
-  Needs needs;
-  if (profiler::Session* s = profiler::current()) needs.timeline = s->timelineActive();
-  if (debugger::TorchHook* hook = debugger::activeHook()) {
-    const bool due = hook->writes() && hook->core().anythingDue();
-    const int64_t step = due ? hook->core().globalStep() : -1;
-    if (captureThisForward(due, step, state.lastCapturedStep)) {
-      needs.capture = true;
-      state.lastCapturedStep = step;
-    }
-  }
-  return needs;
-}
-
-LayerRecorder::LayerRecorder(std::string topName, std::vector<std::string> paths, const torch::Tensor& input,
-                             const Needs& needs, ParamsOf paramsOf, std::vector<profiler::Arg> topArgs)
-    : topName_(std::move(topName)),
-      paths_(std::move(paths)),
+LayerRecorder::LayerRecorder(observe::LayerChain chain, const torch::Tensor& input, const observe::Interest& interest,
+                             ParamsOf paramsOf, bool timeLayerBackward)
+    : chain_(std::move(chain)),
       input_(input),
       paramsOf_(std::move(paramsOf)),
-      topArgs_(std::move(topArgs)),
-      hook_(needs.capture ? debugger::activeHook() : nullptr),
-      prof_(needs.timeline ? profiler::current() : nullptr),
-      timeBackward_(prof_ != nullptr && needs.layerBackward && torch::GradMode::is_enabled()) {
+      tensors_(interest.layerTensors),
+      times_(interest.times),
+      timeBackward_(interest.times && timeLayerBackward && torch::GradMode::is_enabled()) {
   if (timeBackward_) removeAccumulatorHooks();
-  if (timeBackward_ || hook_) outputs_.reserve(paths_.size());
-  saveTensors(hook_, topName_, &input_, nullptr);
-  if (prof_) topStartUs_ = prof_->nowUs();
+  if (timeBackward_ || tensors_) outputs_.reserve(chain_.paths.size());
+  if (tensors_) observers().moduleInput(chain_.topName, input_);
+  if (times_) topStartUs_ = nowUs();
 }
 
-void LayerRecorder::begin(size_t layer) {
-  if (prof_) layerStartUs_ = prof_->nowUs();
-  (void)layer;
+void LayerRecorder::begin(size_t /*layer*/) {
+  if (times_) layerStartUs_ = nowUs();
 }
 
 void LayerRecorder::end(size_t layer, const torch::Tensor* output) {
-  TORCH_CHECK(layer < paths_.size() && (outputs_.size() == layer || !(timeBackward_ || hook_)),
+  TORCH_CHECK(layer < chain_.paths.size() && (outputs_.size() == layer || !(timeBackward_ || tensors_)),
               "LayerRecorder: layers must be recorded in order (got ", layer, ")");
-  if (prof_)
-    prof_->recordSlice(paths_[layer], phases::kForwardSubmodule, Track::kCompute, layerStartUs_,
-                       prof_->nowUs() - layerStartUs_);
-  if (hook_) {
-    // The input of child i is the output of child i - 1 (saved under both names, as
+  if (times_) observers().layerForward(chain_.paths[layer], observe::spanSince(layerStartUs_));
+  if (tensors_) {
+    // The input of child i is the output of child i - 1 (reported under both names, as
     // smdebug's forward pre-hooks and hooks do).
     const torch::Tensor* in = layer == 0 ? &input_ : (outputs_[layer - 1].defined() ? &outputs_[layer - 1] : nullptr);
-    saveTensors(hook_, paths_[layer], in, output);
+    if (in != nullptr) observers().moduleInput(chain_.paths[layer], *in);
+    if (output != nullptr) observers().moduleOutput(chain_.paths[layer], *output);
   }
-  if (timeBackward_ || hook_) outputs_.push_back(output ? *output : torch::Tensor());
+  if (timeBackward_ || tensors_) outputs_.push_back(output ? *output : torch::Tensor());
 }
 
 void LayerRecorder::finish(const torch::Tensor& result) {
-  if (prof_)
-    prof_->recordSlice(topName_, phases::kForward, Track::kCompute, topStartUs_, prof_->nowUs() - topStartUs_,
-                       std::move(topArgs_));
-  saveTensors(hook_, topName_, nullptr, &result);
-  if (timeBackward_ && outputs_.size() == paths_.size())
-    armBackward(topName_, paths_, input_, outputs_, paramsOf_, /*perLayer=*/true);
+  if (times_) observers().chainForward(chain_, observe::spanSince(topStartUs_));
+  if (tensors_) observers().moduleOutput(chain_.topName, result);
+  if (timeBackward_ && outputs_.size() == chain_.paths.size())
+    armBackward(chain_.topName, chain_.paths, input_, outputs_, paramsOf_, /*perLayer=*/true);
 }
 
 torch::Tensor runLayers(const std::string& topName, std::vector<Layer>& layers, const torch::Tensor& input,
-                        const Needs& needs) {
+                        const observe::Interest& interest) {
   TORCH_CHECK(!layers.empty(), "runLayers: no layers for ", topName);
-  std::vector<std::string> paths;
-  for (const auto& l : layers) paths.push_back(l.path);
-  LayerRecorder recorder(topName, std::move(paths), input, needs,
+  observe::LayerChain chain;
+  chain.topName = topName;
+  for (const auto& l : layers) chain.paths.push_back(l.path);
+  LayerRecorder recorder(std::move(chain), input, interest,
                          [&layers](size_t i) { return layers[i].module.ptr()->parameters(/*recurse=*/true); });
   torch::nn::AnyValue value(input);
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -233,79 +197,33 @@ torch::Tensor runLayers(const std::string& topName, std::vector<Layer>& layers, 
 
 torch::Tensor forward(torch::nn::Module& module, const std::function<torch::Tensor(const torch::Tensor&)>& forwardFn,
                       const torch::Tensor& input, bool forwardIsModulesOwn) {
-  // The common case first: nobody listening, no lock.
-  profiler::Session* prof = profiler::current();
-  debugger::TorchHook* hook = debugger::activeHook();
-  const bool timeline = prof != nullptr && prof->timelineActive();
-  if (!timeline && (hook == nullptr || !hook->writes() || !hook->core().anythingDue())) return forwardFn(input);
-  Needs needs;
-  {
-    std::lock_guard<std::mutex> lock(gStatesMu);
-    needs = currentNeeds(gStates[&module]);
-  }
-  if (!needs.any()) return forwardFn(input);
+  observe::Observers& obs = observers();
+  if (obs.size() == 0) return forwardFn(input);  // the common case: nobody listening
+  const observe::Interest interest = obs.interest(&module);
+  if (!interest.any()) return forwardFn(input);
   const std::string topName = debugger::moduleClassName(module.name());
   if (auto* sequential = dynamic_cast<torch::nn::SequentialImpl*>(&module);
       sequential != nullptr && !sequential->is_empty() && forwardIsModulesOwn) {
     std::vector<Layer> layers = sequentialLayers(*sequential);
-    if (!layers.empty()) return runLayers(topName, layers, input, needs);
+    if (!layers.empty()) return runLayers(topName, layers, input, interest);
   }
-  // The model as one piece: its own input/output and Forward/Backward slices (backward
-  // from its output's gradient until its parameters' gradients are all accumulated).
-  debugger::TorchHook* capture = needs.capture ? hook : nullptr;
-  saveTensors(capture, topName, &input, nullptr);
-  const int64_t start = needs.timeline ? prof->nowUs() : 0;
+  // The model as one piece: its own input/output and forward/backward (backward from its
+  // output's gradient until its parameters' gradients are all accumulated).
+  if (interest.layerTensors) obs.moduleInput(topName, input);
+  const int64_t start = interest.times ? nowUs() : -1;
   torch::Tensor out = forwardFn(input);
-  if (needs.timeline) {
-    prof->recordSlice(topName, phases::kForward, Track::kCompute, start, prof->nowUs() - start);
+  if (interest.times) {
+    observe::LayerChain chain;
+    chain.topName = topName;
+    obs.chainForward(chain, observe::spanSince(start));
     if (torch::GradMode::is_enabled()) {
       removeAccumulatorHooks();
       armBackward(topName, {topName}, input, {out},
                   [&module](size_t) { return module.parameters(/*recurse=*/true); }, /*perLayer=*/false);
     }
   }
-  saveTensors(capture, topName, nullptr, &out);
+  if (interest.layerTensors) obs.moduleOutput(topName, out);
   return out;
-}
-
-int64_t timelineNowUs() noexcept {
-  profiler::Session* s = profiler::current();
-  return s != nullptr && s->timelineActive() ? s->nowUs() : -1;
-}
-
-GradientSyncTimer::GradientSyncTimer() noexcept : waitStartUs_(timelineNowUs()) {}
-
-void GradientSyncTimer::add(int64_t launchUs, std::chrono::nanoseconds runTime, size_t bytes) noexcept {
-  const size_t index = next_++;
-  if (waitStartUs_ < 0 || launchUs < 0) return;
-  try {
-    buckets_.push_back({launchUs, std::chrono::duration_cast<std::chrono::microseconds>(runTime).count(), bytes, index});
-  } catch (...) {  // out of memory: the timeline loses a slice, training goes on
-  }
-}
-
-GradientSyncTimer::~GradientSyncTimer() {
-  if (waitStartUs_ < 0) return;
-  profiler::Session* s = profiler::current();
-  if (s == nullptr || !s->timelineActive()) return;
-  try {
-    const int64_t end = s->nowUs();
-    s->recordSlice(phases::kAllReduceWait, phases::kAllReduceWait, Track::kCompute, waitStartUs_, end - waitStartUs_,
-                   {{"buckets", static_cast<int64_t>(next_)}});
-    std::vector<profiler::CommRun> runs;
-    for (const Bucket& b : buckets_) runs.push_back({b.launchUs, b.runUs});
-    const auto intervals = profiler::fifoRunIntervals(runs, end);
-    for (size_t i = 0; i < intervals.size(); ++i)
-      s->recordSlice("bucket " + std::to_string(buckets_[i].index), phases::kAllReduce, Track::kCommunication,
-                     intervals[i].startUs, intervals[i].durUs,
-                     {{"bucket", static_cast<int64_t>(buckets_[i].index)},
-                      {"bytes", static_cast<int64_t>(buckets_[i].bytes)}});
-  } catch (...) {  // the profiler's own failures never fail the job
-  }
-}
-
-void batchRequested() noexcept {
-  if (profiler::Session* s = profiler::current()) s->batchRequested();
 }
 
 }  // namespace strata::instrument

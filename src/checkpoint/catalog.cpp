@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <set>
 
-#include "checkpoint/atomic_file.h"
+#include "core/atomic_file.h"
 #include "checkpoint/sha256.h"
 #include "core/errors.h"
 #include "core/logging.h"

@@ -5,7 +5,8 @@
 #include <ctime>
 #include <filesystem>
 
-#include "checkpoint/atomic_file.h"
+#include "checkpoint/sha256.h"
+#include "core/atomic_file.h"
 #include "core/errors.h"
 
 namespace strata::checkpoint {
@@ -22,17 +23,23 @@ std::string beginCheckpoint(const std::string& root, int64_t step) {
 }
 
 ShardInfo writeShard(const std::string& dir, const std::string& file, const std::function<void(const ByteSink&)>& produce) {
-  AtomicFileWriter writer((fs::path(dir) / file).string());
-  produce([&writer](const void* data, size_t size) { writer.write(data, size); });
+  AtomicFileWriter writer((fs::path(dir) / file).string(), Durability::kDurable);
+  Sha256 sha;
+  produce([&writer, &sha](const void* data, size_t size) {
+    sha.update(data, size);
+    writer.write(data, size);
+  });
   ShardInfo info;
   info.file = file;
   info.bytes = writer.bytesWritten();
-  info.sha256 = writer.commit();
+  writer.commit();
+  info.sha256 = sha.hexDigest();
   return info;
 }
 
 void commitManifest(const std::string& dir, const Manifest& manifest) {
-  writeFileAtomically((fs::path(dir) / kManifestFile).string(), toJson(manifest).dump(2) + "\n");
+  writeFileAtomically((fs::path(dir) / kManifestFile).string(), toJson(manifest).dump(2) + "\n",
+                      Durability::kDurable);
 }
 
 std::string utcNow() {

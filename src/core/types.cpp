@@ -28,6 +28,26 @@ const char* dtypeName(DType dtype) {
   return "?";
 }
 
+const char* modeName(Mode mode) {
+  switch (mode) {
+    case Mode::kTrain: return "TRAIN";
+    case Mode::kEval: return "EVAL";
+    case Mode::kPredict: return "PREDICT";
+    case Mode::kGlobal: return "GLOBAL";
+  }
+  return "GLOBAL";
+}
+
+bool parseModeName(const std::string& name, Mode* out) {
+  for (Mode m : kAllModes) {
+    if (name == modeName(m)) {
+      *out = m;
+      return true;
+    }
+  }
+  return false;
+}
+
 const char* reduceOpName(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum: return "sum";

@@ -13,29 +13,8 @@
 namespace strata::debugger {
 namespace fs = std::filesystem;
 
-void makeDirs(const std::string& path) {
-  std::error_code ec;
-  fs::create_directories(path, ec);
-  STRATA_CHECK(!ec, "cannot create directory \"", path, "\": ", ec.message());
-}
-
-void renameFile(const std::string& from, const std::string& to) {
-  STRATA_CHECK(std::rename(from.c_str(), to.c_str()) == 0, "cannot rename \"", from, "\" to \"",
-               to, "\": ", std::strerror(errno));
-}
-
-void writeFileAtomic(const std::string& path, std::string_view content, bool durable) {
-  makeDirs(fs::path(path).parent_path().string());
-  const std::string tmp = path + ".tmp";
-  AppendFile file(tmp);
-  file.append(content.data(), content.size());
-  if (durable) file.sync();
-  file.close();
-  renameFile(tmp, path);
-}
-
 void touchFile(const std::string& path) {
-  makeDirs(fs::path(path).parent_path().string());
+  makeDirectories(fs::path(path).parent_path().string());
   std::FILE* f = std::fopen(path.c_str(), "ab");
   STRATA_CHECK(f != nullptr, "cannot create \"", path, "\": ", std::strerror(errno));
   std::fclose(f);

@@ -8,14 +8,11 @@
 #include <string_view>
 #include <vector>
 
+#include "core/atomic_file.h"
+
+// Atomic publication (writeFileAtomically, publishFile) and makeDirectories: core/atomic_file.h.
 namespace strata::debugger {
 
-void makeDirs(const std::string& path);
-// Writes `content` to `path` + ".tmp", optionally fsyncs it, then renames it to `path`, so a
-// reader never sees a partial file. Parent directories are created.
-void writeFileAtomic(const std::string& path, std::string_view content, bool durable);
-// Renames `from` to `to` (same file system), throwing on failure.
-void renameFile(const std::string& from, const std::string& to);
 // Creates an empty file if it does not exist yet (the end-of-job marker).
 void touchFile(const std::string& path);
 

@@ -31,7 +31,7 @@ StepFileWriter::~StepFileWriter() {
 void StepFileWriter::writeTensor(const std::string& name, TensorData&& tensor, double wallTime) {
   if (!file_) {
     const std::string path = trialDir_ + "/" + index_.eventFileName;
-    makeDirs(std::filesystem::path(path).parent_path().string());
+    makeDirectories(std::filesystem::path(path).parent_path().string());
     file_ = std::make_unique<AppendFile>(path + kTempSuffix);
   }
   TensorEventInfo info;
@@ -56,12 +56,12 @@ void StepFileWriter::writeTensor(const std::string& name, TensorData&& tensor, d
 void StepFileWriter::publish() {
   if (published_ || !file_) return;
   const std::string tmp = file_->path();
-  if (durable_) file_->sync();
   file_->close();
-  renameFile(tmp, trialDir_ + "/" + index_.eventFileName);
+  const Durability durability = durable_ ? Durability::kFileSynced : Durability::kAtomicOnly;
+  publishFile(tmp, trialDir_ + "/" + index_.eventFileName, durability);
   published_ = true;
-  writeFileAtomic(trialDir_ + "/" + indexFileRelPath(globalStep_, worker_), indexFileJson(index_),
-                  durable_);
+  writeFileAtomically(trialDir_ + "/" + indexFileRelPath(globalStep_, worker_), indexFileJson(index_),
+                      durability);
 }
 
 TensorboardWriter::TensorboardWriter(std::string trialDir, std::string worker)
@@ -77,7 +77,7 @@ AppendFile& TensorboardWriter::fileFor(Mode mode, double wallTime) {
                   static_cast<long long>(wallTime), host, static_cast<int>(getpid()));
     const std::string dir =
         trialDir_ + "/" + kTensorboardDir + "/" + modeName(mode) + "/" + worker_;
-    makeDirs(dir);
+    makeDirectories(dir);
     slot = std::make_unique<AppendFile>(dir + "/" + name);
     std::string record;
     appendRecord(record, encodeTensorboardFileVersion(wallTime), Footer::kPayloadCrc);

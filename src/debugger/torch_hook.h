@@ -33,6 +33,7 @@ class TorchHook {
   TorchHook(const config::DebuggerConfig& config, HookOptions options);
 
   Hook& core() { return hook_; }
+  const Hook& core() const { return hook_; }
   bool writes() const { return hook_.writes(); }
   bool beginStep(Mode mode) { return hook_.beginStep(mode); }
   void endStep() { hook_.endStep(); }

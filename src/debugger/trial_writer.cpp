@@ -60,7 +60,8 @@ class TrialWriter::Worker {
   uint64_t handle(Item& item) {
     switch (item.kind) {
       case Item::Kind::kCollections:
-        writeFileAtomic(o_.trialDir + "/" + collectionsFileRelPath(o_.worker), item.json, o_.durable);
+        writeFileAtomically(o_.trialDir + "/" + collectionsFileRelPath(o_.worker), item.json,
+                            o_.durable ? Durability::kFileSynced : Durability::kAtomicOnly);
         return item.json.size();
       case Item::Kind::kBeginStep: {
         const uint64_t n = publish();

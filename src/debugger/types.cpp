@@ -10,26 +10,6 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the debugger assumes a
 
 namespace strata::debugger {
 
-const char* modeName(Mode mode) {
-  switch (mode) {
-    case Mode::kTrain: return "TRAIN";
-    case Mode::kEval: return "EVAL";
-    case Mode::kPredict: return "PREDICT";
-    case Mode::kGlobal: return "GLOBAL";
-  }
-  return "?";
-}
-
-bool parseModeName(const std::string& name, Mode* out) {
-  for (Mode m : kAllModes) {
-    if (name == modeName(m)) {
-      *out = m;
-      return true;
-    }
-  }
-  return false;
-}
-
 bool parseModeNumber(int number, Mode* out) {
   if (number < 1 || number > 4) return false;
   *out = static_cast<Mode>(number);

@@ -7,16 +7,16 @@
 #include <string>
 #include <vector>
 
+#include "strata/types.h"
+
 namespace strata::debugger {
 
-// smdebug ModeKeys, with their numbers (core/modes.py): the event's "mode" plugin content is
-// the number, the index JSON's meta.mode is the name.
-enum class Mode : int { kTrain = 1, kEval = 2, kPredict = 3, kGlobal = 4 };
-inline constexpr Mode kAllModes[] = {Mode::kTrain, Mode::kEval, Mode::kPredict, Mode::kGlobal};
-
-const char* modeName(Mode mode);  // "TRAIN", "EVAL", "PREDICT", "GLOBAL"
-// Parses a mode name (exact, upper case); false when unknown.
-bool parseModeName(const std::string& name, Mode* out);
+// smdebug ModeKeys (strata/types.h): the event's "mode" plugin content is the number, the
+// index JSON's meta.mode is the name (modeName).
+using strata::kAllModes;
+using strata::Mode;
+using strata::modeName;
+using strata::parseModeName;
 // Parses the event's numeric content "1".."4"; false when unknown.
 bool parseModeNumber(int number, Mode* out);
 

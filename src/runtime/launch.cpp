@@ -12,7 +12,7 @@ const std::string* find(const EnvMap& env, const char* name) {
   return it == env.end() || it->second.empty() ? nullptr : &it->second;
 }
 
-int parseNonNegative(const EnvMap& env, const char* name, const std::string& value) {
+int parseNonNegative(const EnvMap& /*env*/, const char* name, const std::string& value) {
   char* end = nullptr;
   const long v = std::strtol(value.c_str(), &end, 10);
   STRATA_CHECK_WITH(ConfigError, end && *end == '\0' && v >= 0 && v < (1 << 30),

@@ -38,7 +38,7 @@ TEST(WireCompat, PythonProtobufDecodesOurEvents) {
     GTEST_SKIP() << "python3-protobuf is not installed (apt-get install python3-protobuf)";
   if (run("command -v protoc >/dev/null 2>&1", &ignored) != 0)
     GTEST_SKIP() << "protoc is not installed (apt-get install protobuf-compiler)";
-  const fs::path here = fs::path(__FILE__).parent_path();
+  const fs::path here = fs::path(STRATA_SOURCE_DIR) / "tests" / "debugger";
   const fs::path script = here / "decode_events.py";
   const fs::path protos = here / ".." / ".." / "src" / "debugger" / "proto";
   ASSERT_TRUE(fs::exists(script)) << script;

@@ -89,8 +89,7 @@ TEST(LayerProfile, LinkFromJson) {
 }
 
 TEST(LayerProfile, TheExampleProfileParses) {
-  const std::string path = std::string(__FILE__).substr(0, std::string(__FILE__).rfind("/tests/")) +
-                           "/examples/pipeline/layers_example.json";
+  const std::string path = std::string(STRATA_SOURCE_DIR) + "/examples/pipeline/layers_example.json";
   const auto layers = readLayerProfile(path);
   ASSERT_EQ(layers.size(), 11u);
   EXPECT_EQ(layers.front().name, "embed");

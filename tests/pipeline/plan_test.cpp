@@ -11,8 +11,7 @@ namespace strata::pipeline {
 namespace {
 
 std::string examplePath() {
-  const std::string here = __FILE__;
-  return here.substr(0, here.rfind("/tests/")) + "/examples/pipeline/layers_example.json";
+  return std::string(STRATA_SOURCE_DIR) + "/examples/pipeline/layers_example.json";
 }
 
 PlanRequest request(ScheduleKind kind, int p, int m, int v = 1) {

@@ -14,7 +14,7 @@
 namespace strata::profiler::testing {
 
 inline std::filesystem::path testSourceDir() {
-  return std::filesystem::path(__FILE__).parent_path();
+  return std::filesystem::path(STRATA_SOURCE_DIR) / "tests" / "profiler";
 }
 inline std::filesystem::path fixturePath(const std::string& rel) {
   return testSourceDir() / "fixtures" / rel;

@@ -315,7 +315,7 @@ TEST(CustomRules, RegisteredRuleFromConfig) {
 TEST(CustomRules, SharedLibraryPlugin) {
   if (std::system("c++ --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "no C++ compiler to build a plugin";
   const fs::path dir = tempDir("plugin");
-  const fs::path include = fs::path(__FILE__).parent_path().parent_path().parent_path() / "include";
+  const fs::path include = fs::path(STRATA_SOURCE_DIR) / "include";
   std::ofstream(dir / "plugin.cpp") << R"(
 #include <strata/rules.h>
 #include <memory>

@@ -23,13 +23,24 @@
 #include "debugger/trial.h"
 #include "profiler/session.h"
 #include "profiler/timeline_reader.h"
+#include "adapter/job_observers.h"
 #include "adapter/layer_instrumentation.h"
+#include "adapter/observers.h"
 
 namespace strata::instrument {
 namespace {
 
 namespace fs = std::filesystem;
 using debugger::testing::TempDir;
+using observe::Interest;
+using observe::observers;
+
+// Registers an observer for the scope (the process's Observers are what training reports to).
+struct Registered {
+  std::shared_ptr<observe::StepObserver> observer;
+  explicit Registered(std::shared_ptr<observe::StepObserver> o) : observer(std::move(o)) { observers().add(observer); }
+  ~Registered() { observers().remove(observer.get()); }
+};
 
 torch::nn::Sequential namedNet() {
   torch::manual_seed(7);
@@ -81,10 +92,10 @@ TEST(LayerInstrumentation, RunLayersEqualsTheSequentialForward) {
   auto net = namedNet();
   auto layers = sequentialLayers(*net);
   const auto x = torch::randn({5, 4});
-  Needs nothing;
+  Interest nothing;
   EXPECT_TRUE(torch::equal(runLayers("Sequential", layers, x, nothing), net->forward(x)));
-  Needs both;
-  both.capture = both.timeline = true;  // no hook, no session: still the same result
+  Interest both;
+  both.layerTensors = both.times = true;  // no observer: still the same result
   EXPECT_TRUE(torch::equal(runLayers("Sequential", layers, x, both), net->forward(x)));
 }
 
@@ -93,22 +104,22 @@ TEST(LayerInstrumentation, CapturedInputsAndOutputsEqualAManualForward) {
   auto net = namedNet();
   std::vector<torch::Tensor> inputs;
   {
-    debugger::TorchHook hook(debugger::testing::debuggerConfig(R"({"collections": [
+    Registered debuggerObserver(observe::makeDebuggerObserver(
+        debugger::testing::debuggerConfig(R"({"collections": [
         {"name": "outputs", "save_interval": 1}, {"name": "inputs", "save_interval": 1},
         {"name": "relu", "include_regex": ".*relu_output", "save_interval": 2}]})"),
-                             debugger::testing::hookOptions(dir.path()));
-    debugger::setActiveHook(&hook);
-    CaptureState state;
+        debugger::testing::hookOptions(dir.path())));
+    debugger::TorchHook& hook = *debugger::activeHook();
     for (int step = 0; step < 3; ++step) {
-      hook.beginStep(debugger::Mode::kTrain);
+      observers().stepBegin(step, Mode::kTrain);
       inputs.push_back(torch::randn({2, 4}));
       auto layers = sequentialLayers(*net);
-      const Needs needs = currentNeeds(state);
-      EXPECT_TRUE(needs.capture);
-      runLayers("Sequential", layers, inputs.back(), needs);
+      const Interest interest = observers().interest(net.get());
+      EXPECT_TRUE(interest.layerTensors);
+      runLayers("Sequential", layers, inputs.back(), interest);
       // A second forward in the same step (micro-batch, evaluation) is not captured.
-      EXPECT_FALSE(currentNeeds(state).capture);
-      runLayers("Sequential", layers, torch::full({2, 4}, 100.0), currentNeeds(state));
+      EXPECT_FALSE(observers().interest(net.get()).layerTensors);
+      runLayers("Sequential", layers, torch::full({2, 4}, 100.0), observers().interest(net.get()));
     }
     debugger::setActiveHook(nullptr);
     hook.close(true);
@@ -136,7 +147,7 @@ TEST(LayerInstrumentation, CapturedInputsAndOutputsEqualAManualForward) {
   }
 
   // The independent reader: Debian's python3-protobuf with a .proto compiled at test time.
-  const fs::path here = fs::path(__FILE__).parent_path();
+  const fs::path here = fs::path(STRATA_SOURCE_DIR) / "tests" / "torch";
   const fs::path script = here / ".." / "debugger" / "decode_events.py";
   const fs::path protos = here / ".." / ".." / "src" / "debugger" / "proto";
   std::string ignored;
@@ -187,26 +198,26 @@ TEST(LayerInstrumentation, TimelineHasPerLayerForwardBackwardDataLoadingAndAllRe
   {
     auto prof = profiler::Session::start(stepWindow(1, 2), sessionInfo(dir.path()));
     ASSERT_EQ(profiler::current(), prof.get());
+    Registered profilerObserver(observe::makeProfilerObserver());
     root = prof->profilerRoot();
-    CaptureState state;
     for (int64_t step = 0; step < 4; ++step) {
-      batchRequested();
+      observers().batchRequested();
       std::this_thread::sleep_for(1ms);  // "loading"
-      prof->stepBegin(step);
+      observers().stepBegin(step, Mode::kTrain);
       auto layers = sequentialLayers(*net);
-      const Needs needs = currentNeeds(state);
-      EXPECT_EQ(needs.timeline, step == 1 || step == 2) << step;
-      const auto out = runLayers("Sequential", layers, torch::randn({8, 4}), needs);
+      const Interest interest = observers().interest(net.get());
+      EXPECT_EQ(interest.times, step == 1 || step == 2) << step;
+      const auto out = runLayers("Sequential", layers, torch::randn({8, 4}), interest);
       out.pow(2).mean().backward();
       {
-        // Two buckets launched during backward, reported as DistributedModel does.
-        GradientSyncTimer sync;
-        const int64_t now = timelineNowUs();
-        sync.add(now < 0 ? -1 : now - 300, std::chrono::microseconds(100), 96);
-        sync.add(now < 0 ? -1 : now - 250, std::chrono::microseconds(100), 32);
+        // Two buckets launched during backward, reported as the gradient reducer does.
+        const int64_t now = observers().nowIfTiming();
+        const int64_t waitStart = interest.times ? now : -1;
         std::this_thread::sleep_for(200us);
+        observers().gradientSync(observe::spanSince(waitStart), {{0, 96, now < 0 ? -1 : now - 300, 100},
+                                                                 {1, 32, now < 0 ? -1 : now - 250, 100}});
       }
-      prof->stepEnd(step);
+      observers().stepEnd(step);
     }
     prof->stop();
   }
@@ -288,6 +299,7 @@ TEST(LayerInstrumentation, OnlyTheModulesOwnForwardIsRunChildByChild) {
   std::string root;
   {
     auto prof = profiler::Session::start(stepWindow(0, 2), sessionInfo(dir.path()));
+    Registered profilerObserver(observe::makeProfilerObserver());
     root = prof->profilerRoot();
     prof->stepBegin(0);
     EXPECT_TRUE(torch::equal(forward(*net, own, x, /*forwardIsModulesOwn=*/true), net->forward(x)));
@@ -327,14 +339,15 @@ TEST(LayerInstrumentation, RecorderForAStageWhoseInputNeedsAGradient) {
   const torch::Tensor received = torch::randn({3, 4}).requires_grad_();
   {
     auto prof = profiler::Session::start(stepWindow(0, 1), sessionInfo(dir.path()));
+    Registered profilerObserver(observe::makeProfilerObserver());
     root = prof->profilerRoot();
     prof->stepBegin(0);
-    Needs needs;
-    needs.timeline = true;
-    std::vector<std::string> paths;
-    for (const auto& l : layers) paths.push_back(l.path);
-    LayerRecorder rec("stage1", paths, received, needs,
-                      [&](size_t i) { return layers[i].module.ptr()->parameters(true); });
+    Interest interest;
+    interest.times = true;
+    observe::LayerChain chain;
+    chain.topName = "stage1";
+    for (const auto& l : layers) chain.paths.push_back(l.path);
+    LayerRecorder rec(chain, received, interest, [&](size_t i) { return layers[i].module.ptr()->parameters(true); });
     torch::Tensor y = received;
     for (size_t i = 0; i < layers.size(); ++i) {
       torch::manual_seed(static_cast<uint64_t>(100 + i));  // the executor's per-layer seeding

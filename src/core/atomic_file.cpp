@@ -1,4 +1,4 @@
-#include "checkpoint/atomic_file.h"
+#include "core/atomic_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,9 +10,8 @@
 #include <filesystem>
 
 #include "core/errors.h"
-#include "core/logging.h"
 
-namespace strata::checkpoint {
+namespace strata {
 namespace {
 
 constexpr const char* kTempMarker = ".tmp-";
@@ -22,15 +21,32 @@ std::string parentOf(const std::string& path) {
   return parent.empty() ? "." : parent;
 }
 
+void fsyncPath(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  STRATA_CHECK(fd >= 0, "cannot open ", path, " to fsync it: ", std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  STRATA_CHECK(rc == 0, "fsync of ", path, " failed: ", std::strerror(err));
+}
+
 }  // namespace
 
-std::string temporaryPathFor(const std::string& path) {
-  return path + kTempMarker + std::to_string(getpid());
-}
+std::string temporaryPathFor(const std::string& path) { return path + kTempMarker + std::to_string(getpid()); }
 
 bool isTemporaryName(const std::string& fileName) { return fileName.find(kTempMarker) != std::string::npos; }
 
-AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)), tempPath_(temporaryPathFor(path_)) {
+void publishFile(const std::string& temporary, const std::string& target, Durability durability) {
+  if (durability != Durability::kAtomicOnly) fsyncPath(temporary);
+  makeDirectories(parentOf(target));
+  STRATA_CHECK(::rename(temporary.c_str(), target.c_str()) == 0, "renaming ", temporary, " to ", target,
+               " failed: ", std::strerror(errno));
+  if (durability == Durability::kDurable) fsyncDirectory(parentOf(target));
+}
+
+AtomicFileWriter::AtomicFileWriter(std::string path, Durability durability)
+    : path_(std::move(path)), tempPath_(temporaryPathFor(path_)), durability_(durability) {
+  makeDirectories(parentOf(path_));
   fd_ = ::open(tempPath_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   STRATA_CHECK(fd_ >= 0, "cannot create ", tempPath_, ": ", std::strerror(errno));
 }
@@ -40,11 +56,10 @@ AtomicFileWriter::~AtomicFileWriter() {
   if (!committed_) ::unlink(tempPath_.c_str());
 }
 
-void AtomicFileWriter::write(const void* data, size_t size) {
+void AtomicFileWriter::write(const void* data, size_t numBytes) {
   STRATA_CHECK(!committed_ && fd_ >= 0, "write to ", path_, " after commit");
-  sha_.update(data, size);
   const char* p = static_cast<const char*>(data);
-  size_t left = size;
+  size_t left = numBytes;
   while (left > 0) {
     const ssize_t n = ::write(fd_, p, left);
     if (n < 0 && errno == EINTR) continue;
@@ -55,23 +70,36 @@ void AtomicFileWriter::write(const void* data, size_t size) {
   }
 }
 
-std::string AtomicFileWriter::commit() {
+void AtomicFileWriter::commit() {
   STRATA_CHECK(!committed_ && fd_ >= 0, "commit of ", path_, " twice");
-  STRATA_CHECK(::fsync(fd_) == 0, "fsync of ", tempPath_, " failed: ", std::strerror(errno));
+  if (durability_ != Durability::kAtomicOnly)
+    STRATA_CHECK(::fsync(fd_) == 0, "fsync of ", tempPath_, " failed: ", std::strerror(errno));
   const int rc = ::close(fd_);
   fd_ = -1;
   STRATA_CHECK(rc == 0, "closing ", tempPath_, " failed: ", std::strerror(errno));
   STRATA_CHECK(::rename(tempPath_.c_str(), path_.c_str()) == 0, "renaming ", tempPath_, " to ", path_,
                " failed: ", std::strerror(errno));
   committed_ = true;
-  fsyncDirectory(parentOf(path_));
-  return sha_.hexDigest();
+  if (durability_ == Durability::kDurable) fsyncDirectory(parentOf(path_));
 }
 
-std::string writeFileAtomically(const std::string& path, std::string_view content) {
-  AtomicFileWriter writer(path);
+void writeFileAtomically(const std::string& path, std::string_view content, Durability durability) {
+  AtomicFileWriter writer(path, durability);
   writer.write(content.data(), content.size());
-  return writer.commit();
+  writer.commit();
+}
+
+bool tryWriteFileAtomically(const std::string& path, std::string_view content, Durability durability,
+                            std::string* error) noexcept {
+  try {
+    writeFileAtomically(path, content, durability);
+    return true;
+  } catch (const std::exception& e) {
+    if (error != nullptr) *error = e.what();
+  } catch (...) {
+    if (error != nullptr) *error = "unknown error writing " + path;
+  }
+  return false;
 }
 
 void fsyncDirectory(const std::string& dir) {
@@ -117,4 +145,4 @@ std::vector<char> readWholeFile(const std::string& path) {
   return out;
 }
 
-}  // namespace strata::checkpoint
+}  // namespace strata

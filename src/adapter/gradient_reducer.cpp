@@ -1,0 +1,204 @@
+#include "adapter/gradient_reducer.h"
+
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <chrono>
+
+#include "adapter/observers.h"
+#include "collectives/bucket_assignment.h"
+#include "core/errors.h"
+#include "core/logging.h"
+#include "strata/tensor_ops.h"
+
+namespace strata::adapter {
+namespace {
+constexpr double kBytesPerMb = 1024.0 * 1024.0;
+}  // namespace
+
+c10::ScalarType wireType(const std::string& gradientDtype) {
+  if (gradientDtype == "bfloat16") return c10::ScalarType::BFloat16;
+  if (gradientDtype == "float16") return c10::ScalarType::Half;
+  return c10::ScalarType::Undefined;
+}
+
+GradientReducer::GradientReducer(Group& group, const std::vector<std::pair<std::string, torch::Tensor>>& named,
+                                 GradientReducerOptions options)
+    : group_(group), options_(options) {
+  for (const auto& [name, param] : named) {
+    if (!param.requires_grad()) continue;  // frozen: nothing to synchronise
+    STRATA_CHECK(param.is_contiguous(), "DistributedModel: parameter ", name, " is not contiguous");
+    STRATA_CHECK(param.device().is_cpu(), "DistributedModel: parameter ", name, " is on ", param.device().str(),
+                 "; this build supports CPU tensors");
+    Slot slot;
+    slot.name = name;
+    slot.param = param;
+    slots_.push_back(std::move(slot));
+  }
+  buildBuckets({});
+  registerHooks();
+}
+
+GradientReducer::~GradientReducer() {
+  for (auto& slot : slots_)
+    if (slot.accumulator) slot.accumulator->del_post_hook(slot.hookKey);
+  try {
+    for (auto& b : buckets_)
+      if (b.work) b.work->wait();
+  } catch (const std::exception& e) {
+    STRATA_LOG(kWarn, kColl, "DistributedModel: gradient AllReduce failed during destruction: ", e.what());
+  }
+}
+
+torch::Tensor GradientReducer::gradView(const Bucket& bucket, const Slot& slot) const {
+  torch::Tensor flat = bucket.flat;
+  return torch::from_blob(static_cast<char*>(flat.data_ptr()) + slot.offset * flat.element_size(), slot.param.sizes(),
+                          [keep = flat](void*) {}, flat.options());
+}
+
+void GradientReducer::buildBuckets(const std::vector<int>& order) {
+  std::vector<collectives::ParamInfo> infos;
+  for (const auto& s : slots_)
+    infos.push_back({static_cast<size_t>(s.param.numel()) * s.param.element_size(), toDType(s.param.scalar_type())});
+  const auto plan = collectives::assignBuckets(infos, order, static_cast<size_t>(options_.firstBucketMb * kBytesPerMb),
+                                               static_cast<size_t>(options_.bucketCapMb * kBytesPerMb));
+  std::vector<Bucket> fresh(plan.size());
+  for (size_t b = 0; b < plan.size(); ++b) {
+    int64_t numel = 0;
+    for (int s : plan[b].params) numel += slots_[s].param.numel();
+    fresh[b].flat = torch::zeros({numel}, slots_[plan[b].params.at(0)].param.options().requires_grad(false));
+    int64_t offset = 0;
+    for (int s : plan[b].params) {
+      Slot& slot = slots_[s];
+      slot.bucket = static_cast<int>(b);
+      slot.offset = offset;
+      // A fresh tensor over the bucket's storage (not an autograd view), so optimizers
+      // may detach_() and zero_() it, and autograd accumulates into it in place.
+      torch::Tensor grad = gradView(fresh[b], slot);
+      torch::NoGradGuard noGrad;
+      if (slot.param.grad().defined()) grad.copy_(slot.param.grad());
+      slot.param.mutable_grad() = grad;
+      fresh[b].slots.push_back(s);
+      offset += slot.param.numel();
+    }
+    fresh[b].pending = static_cast<int>(fresh[b].slots.size());
+  }
+  buckets_ = std::move(fresh);
+  nextToLaunch_ = 0;
+}
+
+void GradientReducer::registerHooks() {
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Slot& slot = slots_[i];
+    slot.accumulator = torch::autograd::impl::grad_accumulator(slot.param);
+    STRATA_CHECK(slot.accumulator != nullptr, "DistributedModel: no gradient accumulator for ", slot.name);
+    const int index = static_cast<int>(i);
+    slot.hookKey = slot.accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [this, index](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          onGradReady(index);
+          return outputs;
+        }));
+  }
+}
+
+void GradientReducer::beginBackward() {
+  backwardActive_ = true;
+  for (auto& b : buckets_) b.pending = static_cast<int>(b.slots.size());
+  nextToLaunch_ = 0;
+}
+
+void GradientReducer::onGradReady(int index) {
+  if (!enabled_) return;
+  if (!backwardActive_) beginBackward();
+  if (!rebuilt_) readyOrder_.push_back(index);
+  Bucket& bucket = buckets_[slots_[index].bucket];
+  if (--bucket.pending > 0) return;
+  // Launch in bucket order on every rank, whatever order the buckets became ready in.
+  while (nextToLaunch_ < buckets_.size() && buckets_[nextToLaunch_].pending <= 0) launch(nextToLaunch_++);
+}
+
+void GradientReducer::launch(size_t b) {
+  Bucket& bucket = buckets_[b];
+  bucket.launchUs = observe::observers().nowUs();
+  torch::Tensor& data = bucket.flat;
+  if (options_.wire != c10::ScalarType::Undefined && data.scalar_type() == torch::kFloat32) {
+    bucket.wire = data.to(options_.wire);
+    bucket.work = allreduceAsync(bucket.wire, ReduceOp::kAvg, &group_);
+  } else {
+    bucket.work = allreduceAsync(data, ReduceOp::kAvg, &group_);
+  }
+}
+
+void GradientReducer::reduceNow() {
+  if (buckets_.empty()) return;
+  if (!backwardActive_) beginBackward();  // no hook fired (the last backward's chunk has no parameters)
+  finish();
+}
+
+void GradientReducer::finish() {
+  if (!backwardActive_) return;
+  // Parameters unused in this step never fired: their (zero or accumulated) gradients
+  // are reduced with the rest.
+  while (nextToLaunch_ < buckets_.size()) launch(nextToLaunch_++);
+  const auto waitStart = std::chrono::steady_clock::now();
+  const int64_t waitStartUs = observe::observers().nowUs();
+  std::vector<observe::BucketRun> runs;
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    Bucket& b = buckets_[i];
+    if (b.work) {
+      b.work->wait();
+      const size_t bytes = b.wire.defined() ? b.wire.nbytes() : b.flat.nbytes();
+      stats_.allreduceSeconds += std::chrono::duration<double>(b.work->runTime()).count();
+      stats_.bytesReduced += static_cast<int64_t>(bytes);
+      runs.push_back({i, bytes, b.launchUs,
+                      std::chrono::duration_cast<std::chrono::microseconds>(b.work->runTime()).count()});
+    }
+    b.work.reset();
+    if (b.wire.defined()) {
+      torch::NoGradGuard noGrad;
+      b.flat.copy_(b.wire);
+      b.wire = torch::Tensor();
+    }
+  }
+  stats_.exposedSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - waitStart).count();
+  ++stats_.steps;
+  backwardActive_ = false;
+  if (waitStartUs >= 0) observe::observers().gradientSync(observe::spanSince(waitStartUs), runs);
+  maybeRebuild();
+}
+
+void GradientReducer::maybeRebuild() {
+  if (rebuilt_) return;
+  rebuilt_ = true;
+  // Rank 0's observed order decides for everyone, so buckets stay identical across ranks.
+  std::vector<int64_t> order(slots_.size(), -1);
+  for (size_t i = 0; i < readyOrder_.size() && i < order.size(); ++i) order[i] = readyOrder_[i];
+  group_.broadcast(order.data(), order.size(), DType::kInt64, 0);
+  std::vector<int> sequence;
+  std::vector<bool> seen(slots_.size(), false);
+  for (int64_t v : order)
+    if (v >= 0 && !seen[v]) {
+      sequence.push_back(static_cast<int>(v));
+      seen[v] = true;
+    }
+  for (size_t i = slots_.size(); i-- > 0;)  // unused parameters: reverse registration order
+    if (!seen[i]) sequence.push_back(static_cast<int>(i));
+  readyOrder_.clear();
+  buildBuckets(sequence);
+  STRATA_LOG(kInfo, kColl, "DistributedModel: rebuilt ", buckets_.size(), " gradient buckets from the observed order");
+}
+
+void GradientReducer::zeroGrad() {
+  finish();
+  torch::NoGradGuard noGrad;
+  for (auto& b : buckets_) b.flat.zero_();
+  for (auto& slot : slots_) {
+    // The user (or an optimizer) may have replaced the gradient tensor: re-point it at the bucket.
+    const Bucket& b = buckets_[slot.bucket];
+    if (!slot.param.grad().defined() ||
+        slot.param.grad().data_ptr() != static_cast<char*>(b.flat.data_ptr()) + slot.offset * b.flat.element_size())
+      slot.param.mutable_grad() = gradView(b, slot);
+  }
+}
+
+}  // namespace strata::adapter

@@ -1,0 +1,123 @@
+// The data-parallel gradient reducer: gradients live in flat buckets, and each bucket's
+// AllReduce (average) starts as soon as backward has produced all of its gradients, while
+// backward goes on (PyTorch DDP's Reducer design).
+//
+//   * Buckets: a small first bucket, then `bucketCapMb` (collectives/bucket_assignment.h,
+//     pure). Every parameter's .grad() is a tensor over its slice of a bucket's storage (not
+//     an autograd view), so optimizers may detach_() and zero_() it and autograd accumulates
+//     into it in place.
+//   * Hooks: a post-hook on every parameter's gradient accumulator counts the bucket down;
+//     buckets are launched in bucket order on every rank, whatever order they became ready
+//     in, so all ranks issue the same collectives.
+//   * Rebuild: after the first synchronised backward, the group's rank 0's observed ready
+//     order decides the buckets for everyone (broadcast), once.
+//   * Unused parameters never fire: finish() launches the buckets still pending, so their
+//     (zero or accumulated) gradients are reduced with the rest.
+//   * 16-bit wire: with a bfloat16/float16 wire type, float32 buckets are converted for the
+//     AllReduce and back.
+//
+// Events (bucket launched, reduction waited for) go to the step observers (observer.h).
+//
+// Threading: one training thread; the hooks run on the autograd engine's thread for that
+// training thread's backward.
+#pragma once
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/types.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "strata/group.h"
+
+namespace strata::adapter {
+
+struct GradientReducerOptions {
+  double firstBucketMb = 1;
+  double bucketCapMb = 25;
+  c10::ScalarType wire = c10::ScalarType::Undefined;  // Undefined: the gradients' own type
+};
+
+// The wire type of a "gradient_dtype" setting ("bfloat16", "float16"; anything else:
+// Undefined, the gradients' own type).
+c10::ScalarType wireType(const std::string& gradientDtype);
+
+struct GradientReducerStats {
+  int64_t steps = 0;
+  double allreduceSeconds = 0;  // time the bucket AllReduces ran on the comm thread
+  double exposedSeconds = 0;    // time the training thread waited for them
+  int64_t bytesReduced = 0;
+};
+
+class GradientReducer {
+ public:
+  // `named`: the parameters to synchronise (frozen ones are skipped here), in registration
+  // order. Builds the buckets and arms the hooks; no collective. Throws strata::Error for a
+  // non-contiguous or non-CPU parameter.
+  GradientReducer(Group& group, const std::vector<std::pair<std::string, torch::Tensor>>& named,
+                  GradientReducerOptions options);
+  // Removes the hooks and waits for AllReduces in flight (logging, never throwing).
+  ~GradientReducer();
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  // While disabled, hooks only accumulate (no_sync, and pipeline chunks before the rank's
+  // last backward).
+  void setEnabled(bool enabled) { enabled_ = enabled; }
+  bool enabled() const { return enabled_; }
+
+  // Launches every bucket not launched yet and waits for all (gradients averaged). Does
+  // nothing when no hook fired since the last finish.
+  void finish();
+  // finish() even if no hook fired (a pipeline rank whose last backward had no parameters).
+  void reduceNow();
+  // Zeroes the buckets and points every parameter's .grad() back at its bucket slice.
+  void zeroGrad();
+
+  size_t numBuckets() const { return buckets_.size(); }
+  bool rebuilt() const { return rebuilt_; }
+  size_t numParameters() const { return slots_.size(); }
+  GradientReducerStats stats() const { return stats_; }
+  void resetStats() { stats_ = GradientReducerStats{}; }
+
+ private:
+  // A parameter whose gradient is synchronised, and where its gradient lives.
+  struct Slot {
+    std::string name;
+    torch::Tensor param;
+    int bucket = -1;
+    int64_t offset = 0;  // elements into the bucket
+    std::shared_ptr<torch::autograd::Node> accumulator;
+    uintptr_t hookKey = 0;
+  };
+  struct Bucket {
+    torch::Tensor flat;  // the gradients of its parameters, back to back
+    std::vector<int> slots;
+    int pending = 0;     // gradients not yet produced in this backward
+    std::shared_ptr<Work> work;
+    torch::Tensor wire;  // low-precision copy when the wire type is 16-bit
+    int64_t launchUs = -1;  // observer clock at launch (-1: nobody timing)
+  };
+  void buildBuckets(const std::vector<int>& order);
+  void registerHooks();
+  void onGradReady(int slot);
+  void beginBackward();
+  void launch(size_t bucket);
+  void maybeRebuild();
+  torch::Tensor gradView(const Bucket& bucket, const Slot& slot) const;
+
+  Group& group_;
+  GradientReducerOptions options_;
+  std::vector<Slot> slots_;
+  std::vector<Bucket> buckets_;
+  size_t nextToLaunch_ = 0;
+  bool enabled_ = true;
+  bool backwardActive_ = false;  // a hook fired since the last finish
+  bool rebuilt_ = false;
+  std::vector<int> readyOrder_;  // observed in the first synchronised backward
+  GradientReducerStats stats_;
+};
+
+}  // namespace strata::adapter

@@ -1,0 +1,180 @@
+#include "adapter/pipeline_model.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <mutex>
+
+#include "adapter/model_signature.h"
+#include "core/errors.h"
+#include "core/logging.h"
+#include "strata/runtime.h"
+#include "strata/tensor_ops.h"
+
+namespace strata::adapter {
+namespace {
+
+// Saves the default CPU generator's state and puts it back on destruction (per-layer
+// seeding inside a step must not leak into the user's code).
+class GeneratorStateGuard {
+ public:
+  GeneratorStateGuard() : generator_(at::detail::getDefaultCPUGenerator()) {
+    std::lock_guard<std::mutex> lock(generator_.mutex());
+    state_ = generator_.get_state();
+  }
+  ~GeneratorStateGuard() {
+    std::lock_guard<std::mutex> lock(generator_.mutex());
+    generator_.set_state(state_);
+  }
+
+ private:
+  at::Generator generator_;
+  torch::Tensor state_;
+};
+
+void broadcastModule(torch::nn::Module& module, Group& group) {
+  torch::NoGradGuard noGrad;
+  for (const auto& p : module.parameters(/*recurse=*/true)) {
+    torch::Tensor t = p.detach();
+    broadcast(t, 0, &group);
+  }
+  for (auto& b : module.buffers(/*recurse=*/true)) broadcast(b, 0, &group);
+}
+
+}  // namespace
+
+PipelineModel::PipelineModel(const torch::nn::Sequential& sequential, std::shared_ptr<torch::nn::Module> module,
+                             config::ModelParallelConfig mp, const DistributedModelOptions& options,
+                             bool checkModelsMatch)
+    : module_(std::move(module)), options_(options) {
+  // Checked before any collective, so a bad config fails on every rank alike.
+  engine_ = std::make_unique<pipeline::Engine>(pipeline::layersOf(sequential), module_, std::move(mp), rank(), size());
+  if (checkModelsMatch) detail::checkModelsMatch(world(), detail::describeModel(*module_));
+  broadcastModule(*module_, world());  // every replica and stage starts from world rank 0's weights
+  int64_t seed = static_cast<int64_t>(at::detail::getDefaultCPUGenerator().current_seed());
+  world().broadcast(&seed, 1, DType::kInt64, 0);
+  seedBase_ = static_cast<uint64_t>(seed);
+  const config::ModelParallelConfig& cfg = engine_->config();
+  STRATA_LOG(kInfo, kPipe, "DistributedModel: model parallel, ", cfg.partitions, " partition(s) x ",
+             engine_->dpSize(), " replica(s), pp_rank ", engine_->ppRank(), " dp_rank ", engine_->dpRank(), ", ",
+             cfg.pipeline, " schedule, ", cfg.microbatches, " microbatch(es)");
+}
+
+// After the plan this rank's stages are known. Their gradients are reduced across the
+// stage's data-parallel replicas with the same buckets as data parallelism (armed for the
+// rank's last backward; the rest at kReduceGradients).
+void PipelineModel::planOn(const torch::Tensor& sampleMicrobatch) {
+  engine_->makePlan(sampleMicrobatch, world());
+  if (engine_->dataParallelGroup() == nullptr) return;
+  reducer_ = std::make_unique<GradientReducer>(*engine_->dataParallelGroup(), engine_->localParameters(),
+                                               GradientReducerOptions{options_.firstBucketMb, options_.bucketCapMb,
+                                                                      wireType(options_.gradientDtype)});
+  reducer_->setEnabled(false);
+}
+
+void PipelineModel::ensurePlanned(const torch::Tensor& data) {
+  if (engine_->planned()) return;
+  const int microbatches = engine_->config().microbatches;
+  const int64_t sample = std::max<int64_t>(1, data.size(0) / microbatches);
+  planOn(data.narrow(0, 0, std::min(sample, data.size(0))));
+}
+
+torch::Tensor PipelineModel::forward(const torch::Tensor& input) {
+  if (insideStep()) return engine_->forwardChunk(stepChunk_, stepMicrobatch_, input);
+  ensurePlanned(input);  // evaluation before training: plan on (part of) this input
+  return engine_->inference(input);
+}
+
+void PipelineModel::recordLoss(const torch::Tensor& loss) {
+  STRATA_CHECK(insideStep(), "model parallel: backward() is called inside the step function of step()");
+  stepLoss_ = loss;  // the executor runs it when the schedule says
+}
+
+pipeline::StepInputs PipelineModel::stepInputs(const torch::Tensor& data, const torch::Tensor& target, int64_t step,
+                                               const MicrobatchFn& fn) {
+  pipeline::StepInputs in;
+  in.data = data;
+  in.target = target;
+  in.microbatches = engine_->config().microbatches;
+  in.step = step;
+  if (module_->is_training()) in.seedBase = seedBase_;
+  const int lastChunk = engine_->localChunks() - 1;
+  in.lastStage = [this, lastChunk, &fn](int microbatch, const torch::Tensor& x, const torch::Tensor& y) {
+    stepChunk_ = lastChunk;
+    stepMicrobatch_ = microbatch;
+    stepLoss_ = torch::Tensor();
+    struct Reset {
+      PipelineModel& m;
+      ~Reset() { m.stepChunk_ = m.stepMicrobatch_ = -1; }
+    } reset{*this};
+    torch::Tensor result = fn(x, y);
+    return std::make_pair(result, stepLoss_);
+  };
+  if (reducer_) {
+    in.beforeBackward = [this](int chunk, int microbatch) {
+      if (std::make_pair(chunk, microbatch) == engine_->lastBackward()) reducer_->setEnabled(true);
+    };
+    in.reduceGradients = [this] { reducer_->reduceNow(); };
+  }
+  return in;
+}
+
+// One step of this rank's pipeline program. The executor calls back into the step
+// function on the last stage and into the data-parallel buckets (armed for this rank's
+// last backward, reduced at kReduceGradients).
+StepOutput PipelineModel::step(const torch::Tensor& data, const torch::Tensor& target, int64_t step,
+                               const MicrobatchFn& fn) {
+  const config::ModelParallelConfig& mp = engine_->config();
+  STRATA_CHECK_WITH(ConfigError, data.dim() >= 1 && data.size(0) % mp.microbatches == 0 && data.size(0) > 0,
+                    "/modelparallel/microbatches: ", mp.microbatches, " microbatches do not divide the batch of ",
+                    data.dim() >= 1 ? data.size(0) : 0, " samples");
+  STRATA_CHECK_WITH(ConfigError, target.dim() >= 1 && target.size(0) == data.size(0), "step(): the target's batch (",
+                    target.dim() >= 1 ? target.size(0) : 0, ") differs from the data's (", data.size(0), ")");
+  ensurePlanned(data);
+  struct DisableReducer {
+    GradientReducer* reducer;
+    ~DisableReducer() {
+      if (reducer) reducer->setEnabled(false);
+    }
+  } disable{reducer_.get()};
+  {
+    GeneratorStateGuard generatorState;
+    lastReport_ = engine_->step(stepInputs(data, target, step, fn));
+  }
+  StepOutput out;
+  out.outputs = engine_->shareOutputs(lastReport_.outputs);
+  return out;
+}
+
+void PipelineModel::finishGradientSync() {
+  if (reducer_) reducer_->finish();
+}
+
+void PipelineModel::zeroGrad() {
+  if (reducer_) {
+    reducer_->zeroGrad();
+    return;
+  }
+  // Model parallel without replicas: plain gradients.
+  torch::NoGradGuard noGrad;
+  for (auto& p : module_->parameters(true))
+    if (p.grad().defined()) p.mutable_grad().zero_();
+}
+
+PipelineStats PipelineModel::stats() const {
+  PipelineStats s;
+  if (!engine_->planned()) return s;
+  const pipeline::StepReport& r = lastReport_;
+  s.stepSeconds = r.totalSeconds;
+  s.computeSeconds = r.computeSeconds;
+  s.recvWaitSeconds = r.recvWaitSeconds;
+  s.peakInFlight = r.peakInFlight;
+  s.peakStashBytes = r.peakStashBytes;
+  const pipeline::PipelinePlan& plan = engine_->plan();
+  s.predictedStepSeconds = plan.simulation.stepSeconds;
+  s.predictedBubble = plan.simulation.bubbleFraction;
+  for (const auto& stage : plan.partition.stages) s.stageFirstLayer.push_back(stage.firstLayer);
+  s.plan = pipeline::formatPlan(plan);
+  return s;
+}
+
+}  // namespace strata::adapter

@@ -1,0 +1,81 @@
+// The model-parallel half of DistributedModel: the pipeline engine (pipeline/adapter/), the
+// data-parallel reduction of a stage's replicas, and what the user's step function sees on
+// the last stage.
+//
+// Life cycle: built with the model (groups created, config checked on every rank); the
+// plan is made on the first step (or the first evaluation forward); from then on a step
+// runs this rank's program. Inside step(), on the last stage, the executor calls back into
+// the user's step function, where m(x) is the stage's forward (forwardInStep) and
+// m.backward(loss) records the loss (recordLoss); the executor runs its backward when the
+// schedule says. Per-layer dropout seeding moves the default generator; its state is saved
+// before a step and restored after it, so code outside step() sees no difference.
+//
+// Threading: one training thread.
+#pragma once
+
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "adapter/gradient_reducer.h"
+#include "config/config.h"
+#include "pipeline/adapter/engine.h"
+#include "strata/distributed_model.h"
+
+namespace strata::adapter {
+
+class PipelineModel {
+ public:
+  // Collective over the world. Throws ConfigError on every rank for a config that cannot
+  // work with this model (before any collective). Broadcasts world rank 0's weights.
+  PipelineModel(const torch::nn::Sequential& sequential, std::shared_ptr<torch::nn::Module> module,
+                config::ModelParallelConfig mp, const DistributedModelOptions& options, bool checkModelsMatch);
+
+  // The step function for one microbatch on the last stage: (x, y) -> its result; the
+  // caller binds its DistributedModel.
+  using MicrobatchFn = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>;
+  // One training (or evaluation) step of this rank's program; `step` numbers it.
+  StepOutput step(const torch::Tensor& data, const torch::Tensor& target, int64_t step, const MicrobatchFn& fn);
+
+  // Plans on the first microbatch of `data` unless planned (collective over the world).
+  void ensurePlanned(const torch::Tensor& data);
+  // m(x): the last stage's forward inside the step function, else the whole pipeline
+  // without autograd (evaluation; plans first when no step has).
+  torch::Tensor forward(const torch::Tensor& input);
+  // m.backward(loss) inside the step function: records the loss for the executor.
+  void recordLoss(const torch::Tensor& loss);
+  bool insideStep() const { return stepChunk_ >= 0; }
+
+  void finishGradientSync();
+  void zeroGrad();
+
+  const pipeline::Engine& engine() const { return *engine_; }
+  bool planned() const { return engine_->planned(); }
+  bool holdsLastStage() const { return engine_->ppRank() == engine_->ppSize() - 1; }
+  // The data-parallel group of this stage's replicas (nullptr when there are none).
+  Group* dataParallelGroup() const { return engine_->dataParallelGroup(); }
+  GradientReducer* reducer() const { return reducer_.get(); }
+  PipelineStats stats() const;
+
+ private:
+  void planOn(const torch::Tensor& sampleMicrobatch);
+  pipeline::StepInputs stepInputs(const torch::Tensor& data, const torch::Tensor& target, int64_t step,
+                                  const MicrobatchFn& fn);
+
+  std::shared_ptr<torch::nn::Module> module_;
+  std::unique_ptr<pipeline::Engine> engine_;
+  DistributedModelOptions options_;
+  std::unique_ptr<GradientReducer> reducer_;  // replicas of this rank's stages (hybrid)
+  uint64_t seedBase_ = 0;     // world rank 0's generator seed: per-layer dropout seeds
+  int stepChunk_ = -1;        // inside the step function on the last stage: its chunk ...
+  int stepMicrobatch_ = -1;   // ... and microbatch
+  torch::Tensor stepLoss_;    // what the step function passed to backward()
+  pipeline::StepReport lastReport_;
+};
+
+}  // namespace strata::adapter

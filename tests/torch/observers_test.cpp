@@ -1,0 +1,153 @@
+// The step observers (src/adapter/observers.h): the fan-out with recording observers and no
+// model, then the events a real data-parallel step of DistributedModel reports, in order.
+#include <gtest/gtest.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "adapter/observers.h"
+#include "strata/distributed_model.h"
+#include "strata/runtime.h"
+
+namespace strata::observe {
+namespace {
+
+// Writes one line per event it receives.
+class Recording : public StepObserver {
+ public:
+  explicit Recording(bool times = false, bool tensors = false) : times_(times), tensors_(tensors) {}
+  std::vector<std::string> events;
+  int64_t clockUs = 1000;
+
+  bool timing() const override { return times_; }
+  int64_t nowUs() const override { return times_ ? clockUs : -1; }
+  bool wantsLayerTensors(const void*) override { return tensors_; }
+  bool wantsTensors() const override { return tensors_; }
+  void stepBegin(int64_t step, Mode mode) override { add("stepBegin " + std::to_string(step) + " " + modeName(mode)); }
+  void stepEnd(int64_t step) override { add("stepEnd " + std::to_string(step)); }
+  void parameters(const std::string& top, const NamedTensors& p) override {
+    add("parameters " + top + " " + std::to_string(p.size()));
+  }
+  void loss(const torch::Tensor&) override { add("loss"); }
+  void gradients(const std::string& top, const NamedTensors& p) override {
+    add("gradients " + top + " " + std::to_string(p.size()));
+  }
+  void optimizerStep(int64_t step, Span) override { add("optimizerStep " + std::to_string(step)); }
+  void batchRequested() override { add("batchRequested"); }
+  void moduleInput(const std::string& path, const torch::Tensor&) override { add("input " + path); }
+  void moduleOutput(const std::string& path, const torch::Tensor&) override { add("output " + path); }
+  void layerForward(const std::string& path, Span) override { add("layerForward " + path); }
+  void chainForward(const LayerChain& chain, Span) override { add("chainForward " + chain.topName); }
+  void layerBackward(const std::string& path, Span) override { add("layerBackward " + path); }
+  void chainBackward(const std::string& top, Span) override { add("chainBackward " + top); }
+  void gradientSync(Span, const std::vector<BucketRun>& b) override {
+    add("gradientSync " + std::to_string(b.size()));
+  }
+  void stageBackward(const StageWork& w) override { add("stageBackward " + std::to_string(w.stage)); }
+  void transfer(const Transfer& t) override { add(std::string("transfer ") + transferName(t.kind)); }
+  void sendsWaited(Span, int64_t sends) override { add("sendsWaited " + std::to_string(sends)); }
+
+ private:
+  void add(std::string e) { events.push_back(std::move(e)); }
+  bool times_;
+  bool tensors_;
+};
+
+class Throwing : public StepObserver {
+ public:
+  void stepBegin(int64_t, Mode) override { throw std::runtime_error("observer bug"); }
+};
+
+// Registers for the scope.
+struct Registered {
+  std::shared_ptr<StepObserver> observer;
+  explicit Registered(std::shared_ptr<StepObserver> o) : observer(std::move(o)) { observers().add(observer); }
+  ~Registered() { observers().remove(observer.get()); }
+};
+
+TEST(Observers, FanOutInRegistrationOrderAndRemove) {
+  const size_t before = observers().size();
+  auto a = std::make_shared<Recording>();
+  auto b = std::make_shared<Recording>();
+  {
+    Registered ra(a), rb(b);
+    EXPECT_EQ(observers().size(), before + 2);
+    observers().stepBegin(3, Mode::kEval);
+    observers().transfer({Transfer::Kind::kRecvGradient, 1, 2, 0, 64, {}});
+    observers().stepEnd(3);
+  }
+  EXPECT_EQ(observers().size(), before);
+  observers().stepBegin(4, Mode::kTrain);  // nobody listening any more
+  const std::vector<std::string> expected{"stepBegin 3 EVAL", "transfer recv gradient", "stepEnd 3"};
+  EXPECT_EQ(a->events, expected);
+  EXPECT_EQ(b->events, expected);
+}
+
+TEST(Observers, AThrowingObserverNeverStopsTheOthers) {
+  auto r = std::make_shared<Recording>();
+  Registered t(std::make_shared<Throwing>()), rr(r);
+  EXPECT_NO_THROW(observers().stepBegin(0, Mode::kTrain));
+  EXPECT_EQ(r->events, (std::vector<std::string>{"stepBegin 0 TRAIN"}));
+}
+
+TEST(Observers, InterestAndClockComeFromTheObserversThatWantThem) {
+  EXPECT_EQ(observers().nowUs(), -1);
+  EXPECT_EQ(spanSince(-1).startUs, -1);
+  auto quiet = std::make_shared<Recording>();
+  Registered rq(quiet);
+  EXPECT_FALSE(observers().interest(nullptr).any());
+  EXPECT_EQ(observers().nowUs(), -1);
+  auto timer = std::make_shared<Recording>(/*times=*/true, /*tensors=*/false);
+  auto saver = std::make_shared<Recording>(/*times=*/false, /*tensors=*/true);
+  Registered rt(timer), rs(saver);
+  const Interest i = observers().interest(nullptr);
+  EXPECT_TRUE(i.times);
+  EXPECT_TRUE(i.layerTensors);
+  EXPECT_TRUE(observers().wantsTensors());
+  timer->clockUs = 5000;
+  EXPECT_EQ(observers().nowUs(), 5000);
+  const Span s = spanSince(4200);
+  EXPECT_EQ(s.startUs, 4200);
+  EXPECT_EQ(s.durUs, 800);
+}
+
+// A real data-parallel step (one process) reports its events in the documented order,
+// with per-layer events when an observer wants them.
+TEST(Observers, ADataParallelStepReportsItsEventsInOrder) {
+  strata::init(InitOptions{});
+  {
+    torch::manual_seed(1);
+    torch::nn::Sequential net({{"fc1", torch::nn::Linear(4, 3)},
+                               {"relu", torch::nn::ReLU()},
+                               {"fc2", torch::nn::Linear(3, 2)}});
+    DistributedModel model(net);
+    DistributedOptimizer opt(torch::optim::SGD(model.parameters(), 0.1), model);
+    auto rec = std::make_shared<Recording>(/*times=*/true, /*tensors=*/true);
+    Registered r(rec);
+    opt.zero_grad();
+    model.step(torch::randn({5, 4}), torch::randn({5, 2}), [](DistributedModel& m, const torch::Tensor& x,
+                                                                const torch::Tensor& y) {
+      auto loss = (m(x) - y).pow(2).mean();
+      m.backward(loss);
+      return loss;
+    });
+    opt.step();
+    const std::vector<std::string> expected{
+        "stepBegin 0 TRAIN", "parameters Sequential 4",
+        "input Sequential", "layerForward fc1", "input fc1", "output fc1", "layerForward relu", "input relu",
+        "output relu", "layerForward fc2", "input fc2", "output fc2", "chainForward Sequential", "output Sequential",
+        "chainBackward Sequential", "layerBackward fc2", "layerBackward relu", "layerBackward fc1",
+        "gradientSync 1", "loss", "stepEnd 0", "gradients Sequential 4", "optimizerStep 0"};
+    EXPECT_EQ(rec->events, expected);
+  }
+  strata::finalize();
+}
+
+}  // namespace
+}  // namespace strata::observe
