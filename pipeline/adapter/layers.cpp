@@ -46,7 +46,8 @@ std::string notASequentialMessage(const torch::nn::Module& model) {
     if (auto list = std::dynamic_pointer_cast<torch::nn::ModuleListImpl>(m)) {
       const std::string item = list->size() > 0 ? (*list)[0]->name() : std::string("module");
       children.push_back(c10::str(name, " (ModuleList of ", list->size(), " ", item, ")"));
-      advice += c10::str(" Put the ModuleList \"", name, "\" in a nested torch::nn::Sequential instead (its items are",
+      advice += c10::str(" Put the ModuleList \"", name, "\" in a strata::NestedSequential instead",
+                         " (strata/nested_sequential.h: a Sequential that can sit in another; its items are",
                          " called in order and keep their paths \"", name, ".0\", ...): a ModuleList item is a",
                          " Module without its type, and libtorch cannot call it (Module::forward is not virtual).");
     } else if (std::dynamic_pointer_cast<torch::nn::ModuleDictImpl>(m)) {

@@ -204,7 +204,7 @@ TEST(NestedModels, AModuleListIsRefusedWithWhatToChange) {
   Gpt gpt;
   expectErrorEverywhere<ConfigError>([&] { DistributedModel m(gpt, pipeOfAll()); },
                                      {"/modelparallel/enabled", "the model is a", "blocks (ModuleList of 4",
-                                      "Put the ModuleList \"blocks\" in a nested torch::nn::Sequential",
+                                      "Put the ModuleList \"blocks\" in a strata::NestedSequential",
                                       "strata::LayerList"});
 }
 
