@@ -21,7 +21,7 @@ void agreeOnError(Group& group, const std::string& error, const std::string& wha
   if (failing == std::numeric_limits<int32_t>::max()) return;
   std::string message = error;
   broadcastString(group, message, failing);
-  if (group.rank() == failing) throw Error(message);
+  // The same words on every rank, the failing one included, so its log says which rank too.
   STRATA_THROW(Error, what, " failed on rank ", failing, ": ", message);
 }
 
