@@ -38,7 +38,7 @@ mapfile -t args < <(tiny --batch-size 3)
 refuse "--batch-size 3 must be a multiple of the 2 data-parallel replicas" \
   "$MPIEXEC" -n 2 "$EXAMPLE" --config "$CONFIGS/job_dp.json" "${args[@]}"
 mapfile -t args < <(tiny --batch-size 2)
-refuse "microbatches do not divide the batch of 2 samples" "$EXAMPLE" --config "$CONFIGS/job.json" "${args[@]}"
+refuse "microbatches do not divide the example batch of 2 samples" "$EXAMPLE" --config "$CONFIGS/job.json" "${args[@]}"
 echo '{"modelparallel": {"enabled": true, "partition": 2}}' >bad.json
 mapfile -t args < <(tiny); refuse "unknown key \"partition\"" "$EXAMPLE" "${args[@]}" --config bad.json
 echo "PASS"
