@@ -56,7 +56,7 @@ std::vector<LayerCost> layerProfileFromJson(const json& doc, const std::string& 
     if (!item.is_object()) STRATA_THROW(ConfigError, where, " must be an object, got ", item.dump());
     rejectUnknown(item,
                   {"name", "forward_ms", "backward_ms", "parameter_bytes", "gradient_bytes",
-                   "optimizer_state_bytes", "activation_bytes", "stash_bytes", "tie_group"},
+                   "optimizer_state_bytes", "activation_bytes", "stash_bytes", "tie_group", "tied_bytes"},
                   where);
     if (!item.contains("name") || !item.at("name").is_string())
       STRATA_THROW(ConfigError, where, ": \"name\" (a string) is required");
@@ -75,6 +75,10 @@ std::vector<LayerCost> layerProfileFromJson(const json& doc, const std::string& 
         STRATA_THROW(ConfigError, where, ": \"tie_group\" must be an integer >= -1, got ", t.dump());
       layer.tieGroup = t.get<int>();
     }
+    layer.tiedBytes = readBytes(item, "tied_bytes", where);
+    if (layer.tiedBytes > layer.staticBytes())
+      STRATA_THROW(ConfigError, where, ": \"tied_bytes\" ", layer.tiedBytes,
+                   " exceeds the layer's parameter + gradient + optimizer state bytes ", layer.staticBytes());
     layers.push_back(std::move(layer));
     ++index;
   }
@@ -94,6 +98,7 @@ json layerProfileToJson(const std::vector<LayerCost>& layers) {
                  {"activation_bytes", l.activationBytes},
                  {"stash_bytes", l.stashBytes}};
     if (l.tieGroup >= 0) item["tie_group"] = l.tieGroup;
+    if (l.tiedBytes > 0) item["tied_bytes"] = l.tiedBytes;
     list.push_back(std::move(item));
   }
   return json{{"layers", list}};

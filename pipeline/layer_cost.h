@@ -18,14 +18,18 @@ struct LayerCost {
   std::string name;
   double forwardSeconds = 0;   // one microbatch
   double backwardSeconds = 0;  // one microbatch (input and weight gradients)
-  size_t parameterBytes = 0;
+  size_t parameterBytes = 0;  // parameters and buffers
   size_t gradientBytes = 0;
   size_t optimizerStateBytes = 0;
   size_t activationBytes = 0;  // the layer's output for one microbatch (crosses a stage cut)
   size_t stashBytes = 0;       // kept from forward to backward, per microbatch in flight
-  // Layers with the same tieGroup >= 0 share a parameter (tied embeddings): the partitioner
-  // keeps them on one stage. Count the shared bytes in one of the layers only. -1: none.
+  // Layers with the same tieGroup >= 0 share a parameter (tied embeddings; -1: none). Each
+  // layer counts the shared tensor in its own bytes: on different stages every stage holds a
+  // copy (their gradients are summed after backward). tiedBytes is the part of staticBytes()
+  // that is the shared tensor (parameter + gradient + optimizer state): a stage or rank
+  // holding several layers of one group holds it once.
   int tieGroup = -1;
+  size_t tiedBytes = 0;
 
   size_t staticBytes() const { return parameterBytes + gradientBytes + optimizerStateBytes; }
 };

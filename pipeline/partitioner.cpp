@@ -13,11 +13,40 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// The bytes a set of layers holds twice or more because of ties: for every tie group, the
+// tiedBytes of each of its layers in [first, end) except the first one.
+class TieDedup {
+ public:
+  explicit TieDedup(const std::vector<LayerCost>& layers) : layers_(layers) {
+    for (size_t i = 0; i < layers.size(); ++i)
+      if (layers[i].tieGroup >= 0) members_[layers[i].tieGroup].push_back(static_cast<int>(i));
+  }
+  // Layers of `ranges` (half-open [first, end) pairs) that repeat a tied tensor.
+  size_t duplicateBytes(const std::vector<std::pair<int, int>>& ranges) const {
+    size_t bytes = 0;
+    for (const auto& [group, members] : members_) {
+      bool seen = false;
+      for (int i : members)
+        for (const auto& [first, end] : ranges)
+          if (i >= first && i < end) {
+            if (seen) bytes += layers_[static_cast<size_t>(i)].tiedBytes;
+            seen = true;
+          }
+    }
+    return bytes;
+  }
+  bool empty() const { return members_.empty(); }
+
+ private:
+  const std::vector<LayerCost>& layers_;
+  std::map<int, std::vector<int>> members_;  // tie group -> layers, ascending
+};
+
 // Stage costs from prefix sums, so the DP and evaluateBounds compute bit-identical numbers.
 class StageCalc {
  public:
   StageCalc(const std::vector<LayerCost>& layers, const PartitionOptions& options, int stages)
-      : layers_(layers), options_(options), stages_(stages) {
+      : layers_(layers), options_(options), stages_(stages), ties_(layers) {
     const size_t n = layers.size();
     fwd_.assign(n + 1, 0);
     bwd_.assign(n + 1, 0);
@@ -31,6 +60,9 @@ class StageCalc {
       stash_[i + 1] = stash_[i] + layers[i].stashBytes;
       grad_[i + 1] = grad_[i] + layers[i].gradientBytes;
     }
+    // The weighted objective's normalisers: the whole model's time and memory.
+    totalSeconds_ = fwd_[n] + bwd_[n];
+    totalBytes_ = static_cast<double>(static_[n] + stash_[n]);
   }
 
   StagePlan stage(int k, int first, int end) const {
@@ -43,10 +75,17 @@ class StageCalc {
     s.sendSeconds = k + 1 < stages_ ? options_.link.transferSeconds(s.outputBytes) : 0;
     s.timeSeconds = s.forwardSeconds + s.backwardSeconds + (options_.includeSendCost ? s.sendSeconds : 0);
     s.staticBytes = static_[idx(end)] - static_[idx(first)];
+    if (!ties_.empty()) s.staticBytes -= ties_.duplicateBytes({{first, end}});
     s.stashBytes = stash_[idx(end)] - stash_[idx(first)];
     s.gradientBytes = grad_[idx(end)] - grad_[idx(first)];
     s.inFlight = options_.inFlight.empty() ? 1 : options_.inFlight[idx(k)];
     s.memoryBytes = s.staticBytes + static_cast<size_t>(s.inFlight) * s.stashBytes;
+    if (options_.memoryWeight) {
+      const double w = *options_.memoryWeight;
+      const double memory = totalBytes_ > 0 ? static_cast<double>(s.memoryBytes) / totalBytes_ : 0;
+      const double time = totalSeconds_ > 0 ? s.timeSeconds / totalSeconds_ : 0;
+      s.cost = w * memory + (1 - w) * time;
+    }
     return s;
   }
 
@@ -59,16 +98,21 @@ class StageCalc {
   const std::vector<LayerCost>& layers_;
   const PartitionOptions& options_;
   int stages_;
+  TieDedup ties_;
   std::vector<double> fwd_, bwd_;
   std::vector<size_t> static_, stash_, grad_;
+  double totalSeconds_ = 0, totalBytes_ = 0;
 };
 
 double timeOf(const StagePlan& s) { return s.timeSeconds; }
 double memoryOf(const StagePlan& s) { return static_cast<double>(s.memoryBytes); }
+double costOf(const StagePlan& s) { return s.cost; }
 
-// cutAllowed[i]: a stage may start at layer i (i = 0 always; no tie group spans the cut).
-std::vector<bool> allowedCuts(const std::vector<LayerCost>& layers) {
+// cutAllowed[i]: a stage may start at layer i (i = 0 always; with tiedLayersTogether no tie
+// group spans the cut).
+std::vector<bool> allowedCuts(const std::vector<LayerCost>& layers, bool tiedLayersTogether) {
   const int n = static_cast<int>(layers.size());
+  if (!tiedLayersTogether) return std::vector<bool>(static_cast<size_t>(n) + 1, true);
   std::map<int, std::pair<int, int>> span;  // tie group -> first, last layer
   for (int i = 0; i < n; ++i) {
     const int g = layers[static_cast<size_t>(i)].tieGroup;
@@ -152,6 +196,8 @@ void checkInputs(const std::vector<LayerCost>& layers, int stages, const Partiti
                    l.forwardSeconds, " s backward=", l.backwardSeconds, " s (must be finite and >= 0)");
   }
   validateLink(options.link);
+  if (options.memoryWeight && !(*options.memoryWeight >= 0 && *options.memoryWeight <= 1))
+    STRATA_THROW(ConfigError, "partition: memory_weight must be in [0, 1], got ", *options.memoryWeight);
 }
 
 }  // namespace
@@ -183,6 +229,7 @@ Partition evaluateBounds(const std::vector<LayerCost>& layers, const std::vector
     for (int i = first; i < end; ++i) p.stageOfLayer[static_cast<size_t>(i)] = k;
     p.bottleneckSeconds = std::max(p.bottleneckSeconds, p.stages.back().timeSeconds);
     p.peakMemoryBytes = std::max(p.peakMemoryBytes, p.stages.back().memoryBytes);
+    p.bottleneckCost = std::max(p.bottleneckCost, p.stages.back().cost);
   }
   return p;
 }
@@ -190,7 +237,7 @@ Partition evaluateBounds(const std::vector<LayerCost>& layers, const std::vector
 Partition partition(const std::vector<LayerCost>& layers, int stages, const PartitionOptions& options) {
   checkInputs(layers, stages, options);
   const int n = static_cast<int>(layers.size());
-  const std::vector<bool> allowed = allowedCuts(layers);
+  const std::vector<bool> allowed = allowedCuts(layers, options.tiedLayersTogether);
   const int cuts = static_cast<int>(std::count(allowed.begin() + 1, allowed.end() - 1, true));
   Partition failed;
   if (cuts < stages - 1) {
@@ -200,8 +247,8 @@ Partition partition(const std::vector<LayerCost>& layers, int stages, const Part
     return failed;
   }
   StageCalc calc(layers, options, stages);
-  const bool speed = options.objective == Objective::kSpeed;
-  auto primary = speed ? timeOf : memoryOf;
+  const bool speed = options.objective == Objective::kSpeed && !options.memoryWeight;
+  auto primary = options.memoryWeight ? costOf : speed ? timeOf : memoryOf;
   auto secondary = speed ? memoryOf : timeOf;
   auto none = [](const StagePlan&) { return 0.0; };
   const DpResult first = solve(calc, allowed, n, stages, none, 0.0, primary);
@@ -244,7 +291,7 @@ Partition manualPartition(const std::vector<LayerCost>& layers, const std::vecto
       STRATA_THROW(ConfigError, which, " is on stage ", s, " but stage ", prev + (i == 0 ? 0 : 1),
                    " has no layer; every stage needs at least one layer");
     if (i > 0 && s != prev) bounds.push_back(static_cast<int>(i));
-    if (layers[i].tieGroup >= 0) {
+    if (options.tiedLayersTogether && layers[i].tieGroup >= 0) {
       auto [it, inserted] = stageOfTie.emplace(layers[i].tieGroup, s);
       if (!inserted && it->second != s)
         STRATA_THROW(ConfigError, which, " shares tie_group ", layers[i].tieGroup, " with a layer on stage ",
@@ -263,6 +310,24 @@ Partition manualPartition(const std::vector<LayerCost>& layers, const std::vecto
     return failed;
   }
   return p;
+}
+
+std::vector<size_t> rankStaticBytes(const std::vector<LayerCost>& layers, const Partition& partition,
+                                    int partitions) {
+  STRATA_CHECK(partitions >= 1 && partition.ok, "rankStaticBytes: needs a partition and partitions >= 1");
+  const TieDedup ties(layers);
+  std::vector<size_t> out(static_cast<size_t>(partitions), 0);
+  for (int r = 0; r < partitions; ++r) {
+    std::vector<std::pair<int, int>> ranges;
+    size_t bytes = 0;
+    for (size_t k = static_cast<size_t>(r); k < partition.stages.size(); k += static_cast<size_t>(partitions)) {
+      const StagePlan& s = partition.stages[k];
+      ranges.emplace_back(s.firstLayer, s.endLayer);
+      for (int i = s.firstLayer; i < s.endLayer; ++i) bytes += layers[static_cast<size_t>(i)].staticBytes();
+    }
+    out[static_cast<size_t>(r)] = bytes - ties.duplicateBytes(ranges);
+  }
+  return out;
 }
 
 }  // namespace strata::pipeline

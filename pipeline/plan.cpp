@@ -56,6 +56,7 @@ PipelinePlan planPipeline(const std::vector<LayerCost>& layers, const PlanReques
   options.includeSendCost = request.includeSendCost;
   options.link = request.link;
   options.memoryCapBytes = request.memoryCapBytes;
+  options.memoryWeight = request.memoryWeight;
   options.inFlight = peakInFlightPerStage(plan.programs, spec.partitions, spec.virtualStages);
   for (int& n : options.inFlight) n = std::max(n, 1);
   plan.partition = request.manualStageOfLayer.empty()
@@ -79,7 +80,9 @@ std::string formatPlan(const PipelinePlan& plan) {
       << " pipeline=" << scheduleKindName(spec.kind);
   if (spec.kind == ScheduleKind::kInterleaved && spec.virtualStages == 1)
     out << " active_microbatches=" << resolvedActiveMicrobatches(spec);
-  out << " optimize=" << objectiveName(plan.request.objective) << " dp=" << spec.dataParallelSize << "\n";
+  out << " optimize=" << objectiveName(plan.request.objective);
+  if (plan.request.memoryWeight) out << " memory_weight=" << *plan.request.memoryWeight;
+  out << " dp=" << spec.dataParallelSize << "\n";
   out << "link: latency " << fixed(plan.request.link.latencySeconds * 1e6, 1) << " us, bandwidth "
       << (std::isfinite(plan.request.link.bytesPerSecond) ? fixed(plan.request.link.bytesPerSecond * 8 / 1e9, 2) + " Gb/s"
                                                          : std::string("unlimited"));

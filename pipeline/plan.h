@@ -17,6 +17,7 @@ namespace strata::pipeline {
 struct PlanRequest {
   ScheduleSpec schedule;
   Objective objective = Objective::kSpeed;
+  std::optional<double> memoryWeight;  // set: the weighted objective (partitioner.h)
   LinkModel link;
   bool includeSendCost = false;
   std::optional<size_t> memoryCapBytes;

@@ -12,7 +12,6 @@
 #include <CLI/CLI.hpp>
 #include <openssl/evp.h>
 #include <torch/torch.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -20,13 +19,12 @@
 #include <set>
 #include <thread>
 
+#include "../common/progress.h"
 #include "fashion_mnist.h"
 #include "strata/debugger.h"
 #include "strata/strata.h"
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 struct Flags {
   std::string config;
@@ -92,45 +90,6 @@ std::string paramsSha256(strata::DistributedModel& model, const torch::nn::Modul
   }
   return hex;
 }
-
-// Rank 0's progress line: a bar on a terminal, a line every 10% otherwise.
-class Progress {
- public:
-  // mpirun hands ranks a pseudo-terminal even when nobody watches, so also ask for a
-  // real terminal type and no CI.
-  static bool interactive() {
-    const char* term = std::getenv("TERM");
-    return isatty(1) && term && std::string(term) != "dumb" && !std::getenv("CI");
-  }
-  Progress(int64_t total, int epoch) : total_(total), epoch_(epoch), tty_(interactive()), start_(Clock::now()) {}
-  void update(int64_t done, int64_t samples, double loss) {
-    if (strata::rank() != 0) return;
-    const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
-    const double rate = samples / std::max(secs, 1e-9);
-    const double eta = done > 0 ? secs * (total_ - done) / done : 0;
-    const int width = 30, filled = static_cast<int>(width * done / std::max<int64_t>(total_, 1));
-    if (tty_) {
-      std::printf("\repoch %d [%s%s] %lld/%lld %7.0f samples/s loss %.4f ETA %4.0fs", epoch_,
-                  std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(), (long long)done,
-                  (long long)total_, rate, loss, eta);
-      std::fflush(stdout);
-    } else if (done == total_ || done * 10 / total_ != lastDecile_) {
-      lastDecile_ = done * 10 / total_;
-      std::printf("epoch %d step %lld/%lld %.0f samples/s loss %.4f ETA %.0fs\n", epoch_, (long long)done,
-                  (long long)total_, rate, loss, eta);
-    }
-  }
-  void finish() {
-    if (strata::rank() == 0 && tty_) std::printf("\n");
-  }
-
- private:
-  int64_t total_;
-  int epoch_;
-  bool tty_;
-  Clock::time_point start_;
-  int64_t lastDecile_ = 0;
-};
 
 double testAccuracy(strata::DistributedModel& model, const fashion::FashionMnist& test) {
   torch::NoGradGuard noGrad;
@@ -199,7 +158,7 @@ int run(const Flags& flags) {
     const int64_t doneBefore = epoch == firstEpoch ? step - (epoch - 1) * stepsPerEpoch : 0;  // resumed mid-epoch
     const int64_t steps =
         flags.maxSteps >= 0 ? std::min(stepsPerEpoch, doneBefore + flags.maxSteps - step) : stepsPerEpoch;
-    Progress progress(steps, epoch);
+    examples::Progress progress(steps, "epoch " + std::to_string(epoch));
     int64_t done = doneBefore;
     double lossSum = 0;
     for (auto& batch : *loader) {

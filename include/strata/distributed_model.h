@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "strata/group.h"
+#include "strata/layer_list.h"
 
 namespace strata {
 
@@ -87,6 +88,10 @@ struct PipelineStats {
   double predictedBubble = 0;       // idle / (ranks x step), simulated
   std::vector<int> stageFirstLayer;  // the cut: first layer of every global stage
   std::string plan;                  // the planner's report (formatPlan)
+  // This rank's parameters (and buffers) + gradients + optimizer state: as the plan predicts
+  // them, and as held at the start of step 1 (after one optimizer step; -1 before).
+  int64_t predictedStaticBytes = 0;
+  int64_t heldBytes = -1;
 };
 
 class DistributedModel {
@@ -100,6 +105,14 @@ class DistributedModel {
   explicit DistributedModel(torch::nn::Sequential module, DistributedModelOptions options = {});
   DistributedModel(std::shared_ptr<torch::nn::Module> module, std::function<torch::Tensor(const torch::Tensor&)> forward,
                    DistributedModelOptions options = {});
+  // A model described by a LayerList (strata/layer_list.h): nothing of other pipeline
+  // stages is ever built on this rank. Model parallel: the plan is made here, from a profile
+  // of the layers on the first batch/microbatches rows of `exampleBatch` (shaped like the
+  // batches step() will get), and only this rank's layers are built. Otherwise (one
+  // process, data parallel) every layer is built. module() is a Sequential of the built
+  // layers (groups as nested Sequentials), so parameter paths are the list's. Collective over
+  // the world; a factory that throws, a bad tie or no feasible partition throws on every rank.
+  DistributedModel(const LayerList& layers, const torch::Tensor& exampleBatch, DistributedModelOptions options = {});
   ~DistributedModel();
   DistributedModel(const DistributedModel&) = delete;
   DistributedModel& operator=(const DistributedModel&) = delete;
@@ -114,8 +127,9 @@ class DistributedModel {
   // Runs fn once per microbatch (one, in data-parallel mode) and returns its outputs.
   StepOutput step(const torch::Tensor& data, const torch::Tensor& target, const StepFn& fn);
 
-  // Every parameter of the model (model parallel: the optimizer steps only the ones with
-  // gradients, which are this rank's after the first step).
+  // Every parameter of the model, a tied tensor once (model parallel: the optimizer steps
+  // only the ones with gradients, which are this rank's after the first step; a LayerList
+  // model holds only this rank's).
   std::vector<torch::Tensor> parameters() const;
   // This rank's parameters: all of them, or (model parallel, after the first step) those of
   // its stages.
@@ -174,6 +188,7 @@ class DistributedModel {
   void set_steps_taken(int64_t steps);
 
  private:
+  friend class DistributedOptimizer;  // tells a pipeline which optimizer steps its parameters
   // Tag: `forward` is module->forward, so the per-layer instrumentation may run a
   // Sequential's children one by one in its place (a user's forward function may differ).
   struct ModulesOwnForward {};
@@ -193,6 +208,9 @@ class DistributedOptimizer {
   DistributedOptimizer(Opt optimizer, DistributedModel& model)
       : DistributedOptimizer(std::unique_ptr<torch::optim::Optimizer>(new Opt(std::move(optimizer))), model) {}
   DistributedOptimizer(std::unique_ptr<torch::optim::Optimizer> optimizer, DistributedModel& model);
+  ~DistributedOptimizer();
+  DistributedOptimizer(const DistributedOptimizer&) = delete;
+  DistributedOptimizer& operator=(const DistributedOptimizer&) = delete;
 
   void zero_grad();
   void step();

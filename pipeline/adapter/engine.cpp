@@ -10,7 +10,9 @@
 #include "core/errors.h"
 #include "core/logging.h"
 #include "pipeline/partitioner.h"
+#include "pipeline/adapter/agreement.h"
 #include "pipeline/adapter/profile.h"
+#include "pipeline/adapter/shape_probe.h"
 #include "strata/runtime.h"
 
 namespace strata::pipeline {
@@ -58,11 +60,26 @@ LinkModel measureLink(Group& group) {
 Engine::Engine(std::vector<Layer> layers, std::shared_ptr<torch::nn::Module> model, config::ModelParallelConfig mp,
                int worldRank, int worldSize)
     : layers_(std::move(layers)), model_(std::move(model)), mp_(std::move(mp)) {
+  ties_ = sharedParameters(layers_);
+  checkConfig(worldRank, worldSize);
+}
+
+Engine::Engine(std::shared_ptr<const ModelBuilder> builder, config::ModelParallelConfig mp, int worldRank,
+               int worldSize)
+    : builder_(std::move(builder)), mp_(std::move(mp)) {
+  for (int i = 0; i < builder_->numLayers(); ++i) layers_.push_back({builder_->path(i), torch::nn::AnyModule()});
+  ties_ = builder_->ties();
+  checkConfig(worldRank, worldSize);
+}
+
+Engine::~Engine() = default;
+
+void Engine::checkConfig(int worldRank, int worldSize) {
   const int stages = mp_.partitions * mp_.virtualStages;
   if (stages > static_cast<int>(layers_.size()))
     STRATA_THROW(ConfigError, "/modelparallel/partitions: ", mp_.partitions, " partitions x ", mp_.virtualStages,
-                 " virtual stage(s) = ", stages, " stages, but the model has only ", layers_.size(),
-                 " layers (children of the Sequential); every stage needs at least one");
+                 " virtual stage(s) = ", stages, " stages, but the model has only ", layers_.size(), " layers (",
+                 builder_ ? "of the LayerList" : "children of the Sequential", "); every stage needs at least one");
   topology_ = makeTopology(worldSize, mp_.partitions, parsePlacement(mp_.placementStrategy));
   if (topology_.dataParallelSize > 1 && !mp_.ddp)
     STRATA_THROW(ConfigError, "/modelparallel/ddp: false, but the world of ", worldSize, " ranks holds ",
@@ -78,35 +95,107 @@ Engine::Engine(std::vector<Layer> layers, std::shared_ptr<torch::nn::Module> mod
     dpGroup_ = newGroup(topology_.dataParallelGroups.at(static_cast<size_t>(ppRank_)));
 }
 
+// manual_partition keys name layers ("fc1", "blocks.3") or groups of them ("blocks": every
+// layer under it); the most specific key wins.
 std::vector<int> Engine::manualStageOfLayer() const {
   if (mp_.autoPartition) return {};
-  std::set<std::string> names;
-  for (const auto& l : layers_) names.insert(l.name);
+  auto matches = [](const std::string& key, const std::string& layer) {
+    return layer == key || (layer.size() > key.size() && layer.compare(0, key.size(), key) == 0 && layer[key.size()] == '.');
+  };
+  std::vector<std::string> names;
+  for (const auto& l : layers_) names.push_back(l.name);
   for (const auto& [name, stage] : mp_.manualPartition)
-    if (!names.count(name))
-      STRATA_THROW(ConfigError, "/modelparallel/manual_partition/", name, ": the model has no child named \"", name,
-                   "\" (children: ", c10::Join(", ", std::vector<std::string>(names.begin(), names.end())), ")");
+    if (std::none_of(names.begin(), names.end(), [&, &key = name](const std::string& l) { return matches(key, l); }))
+      STRATA_THROW(ConfigError, "/modelparallel/manual_partition/", name, ": the model has no layer named \"", name,
+                   "\" (layers: ", c10::Join(", ", names), ")");
   std::vector<int> stageOf;
   for (const auto& l : layers_) {
-    auto it = mp_.manualPartition.find(l.name);
-    stageOf.push_back(it != mp_.manualPartition.end() ? it->second : mp_.defaultPartition);
+    int stage = mp_.defaultPartition;
+    size_t bestLength = 0;
+    for (const auto& [key, value] : mp_.manualPartition)
+      if (matches(key, l.name) && key.size() >= bestLength) {
+        stage = value;
+        bestLength = key.size();
+      }
+    stageOf.push_back(stage);
   }
   return stageOf;
 }
 
-void Engine::makePlan(const torch::Tensor& sampleMicrobatch, Group& world) {
-  std::vector<LayerCost> costs = profileLayers(layers_, *model_, sampleMicrobatch, world.rank() == 0 ? 3 : 0);
-  // Timings differ between ranks: world rank 0's decide, so every rank cuts identically.
-  std::vector<double> times;
-  for (const auto& c : costs) {
-    times.push_back(c.forwardSeconds);
-    times.push_back(c.backwardSeconds);
+void Engine::makePlan(const torch::Tensor& sampleMicrobatch, Group& world, double optimizerStateFactor) {
+  ProfileOptions options;
+  options.optimizerStateFactor = mp_.optimizerStateFactor.value_or(optimizerStateFactor);
+  options.activationCheckpointing = mp_.activationCheckpointing;
+  const LayerProfile measured = profile(sampleMicrobatch, world, options);
+  const PlanRequest request = planRequest(world);
+  plan_ = planPipeline(measured.costs, request);
+  if (!plan_.partition.ok)
+    STRATA_THROW(ConfigError, "/modelparallel: no partition of the ", layers_.size(), " layers into ",
+                 request.schedule.numStages(), " stages: ", plan_.partition.reason);
+  STRATA_CHECK(plan_.simulation.ok, "pipeline: the ", mp_.pipeline, " schedule failed its simulation: ",
+               c10::Join("; ", plan_.simulation.errors));
+  predictedRankBytes_ = rankStaticBytes(plan_.layers, plan_.partition, mp_.partitions);
+  if (world.rank() == 0)
+    STRATA_LOG(kInfo, kPipe, "pipeline plan (optimizer state ", options.optimizerStateFactor,
+               " x gradient bytes):\n", formatPlan(plan_));
+
+  chunks_.clear();
+  for (int c = 0; c < mp_.virtualStages; ++c) {
+    const int stage = globalStage(ppRank_, c, mp_.partitions);
+    const StagePlan& sp = plan_.partition.stages.at(static_cast<size_t>(stage));
+    chunks_.push_back({stage, sp.firstLayer, sp.endLayer});
   }
-  world.broadcast(times.data(), times.size(), DType::kFloat64, 0);
-  for (size_t i = 0; i < costs.size(); ++i) {
-    costs[i].forwardSeconds = times[2 * i];
-    costs[i].backwardSeconds = times[2 * i + 1];
+  if (builder_) buildLocalLayers(world);
+  connectTies();
+  shapeCache_[sampleMicrobatch.sizes().vec()] = measured.shapes;
+  for (const Instruction& in : program().instructions)
+    if (in.op == Op::kBackward) lastBackward_ = {in.chunk, in.microbatch};
+  ExecutorSetup setup;
+  setup.layers = &layers_;
+  setup.chunks = chunks_;
+  setup.rank = ppRank_;
+  setup.partitions = mp_.partitions;
+  setup.numStages = request.schedule.numStages();
+  setup.pipelineGroup = ppGroup_.get();
+  setup.activationCheckpointing = mp_.activationCheckpointing;
+  executor_ = std::make_unique<Executor>(std::move(setup));
+}
+
+// World rank 0 measures every layer (a LayerList's built one at a time) and sends the
+// profile to everyone, so every rank plans from the same numbers; a failure there is
+// reported on every rank.
+LayerProfile Engine::profile(const torch::Tensor& sample, Group& world, const ProfileOptions& options) {
+  std::string text;
+  char kind = 'P';  // P: profile, C: ConfigError, E: other error
+  if (world.rank() == 0) {
+    std::vector<std::string> names;
+    for (const Layer& l : layers_) names.push_back(l.name);
+    auto acquire = [this](int i) {
+      return builder_ ? builder_->build(i) : layers_.at(static_cast<size_t>(i)).module;
+    };
+    try {
+      text = profileToJson(profileLayers(names, acquire, ties_, sample, options));
+    } catch (const ConfigError& e) {
+      kind = 'C';
+      text = e.what_without_backtrace();
+    } catch (const c10::Error& e) {
+      kind = 'E';
+      text = e.what_without_backtrace();
+    } catch (const std::exception& e) {
+      kind = 'E';
+      text = c10::str(rankTag(), " profiling the model's layers: ", e.what());
+    }
   }
+  text.insert(text.begin(), kind);
+  broadcastString(world, text, 0);
+  kind = text.front();
+  text.erase(text.begin());
+  if (kind == 'C') throw ConfigError(world.rank() == 0 ? text : c10::str(rankTag(), " from world rank 0: ", text));
+  if (kind == 'E') throw Error(world.rank() == 0 ? text : c10::str(rankTag(), " from world rank 0: ", text));
+  return profileFromJson(text);
+}
+
+PlanRequest Engine::planRequest(Group& world) const {
   // The measured link (world rank 0's pipeline decides, like the profile).
   double link[2] = {0, 0};
   if (ppGroup_) {
@@ -126,32 +215,43 @@ void Engine::makePlan(const torch::Tensor& sampleMicrobatch, Group& world) {
   request.schedule.dataParallelSize = topology_.dataParallelSize;
   request.schedule.optimizerStep = false;  // the user's DistributedOptimizer::step()
   request.objective = parseObjective(mp_.optimize);
+  request.memoryWeight = mp_.memoryWeight;
+  if (mp_.memoryCapMb) request.memoryCapBytes = static_cast<size_t>(*mp_.memoryCapMb * 1024 * 1024);
   request.manualStageOfLayer = manualStageOfLayer();
-  plan_ = planPipeline(costs, request);
-  if (!plan_.partition.ok)
-    STRATA_THROW(ConfigError, "/modelparallel: no partition of the ", layers_.size(), " layers into ",
-                 request.schedule.numStages(), " stages: ", plan_.partition.reason);
-  STRATA_CHECK(plan_.simulation.ok, "pipeline: the ", mp_.pipeline, " schedule failed its simulation: ",
-               c10::Join("; ", plan_.simulation.errors));
-  if (world.rank() == 0) STRATA_LOG(kInfo, kPipe, "pipeline plan:\n", formatPlan(plan_));
+  return request;
+}
 
-  chunks_.clear();
-  for (int c = 0; c < mp_.virtualStages; ++c) {
-    const int stage = globalStage(ppRank_, c, mp_.partitions);
-    const StagePlan& sp = plan_.partition.stages.at(static_cast<size_t>(stage));
-    chunks_.push_back({stage, sp.firstLayer, sp.endLayer});
+// A LayerList: this rank builds its chunks' layers (each with its own seed). A factory
+// that throws on some rank fails construction on every rank, naming the rank and layer.
+void Engine::buildLocalLayers(Group& world) {
+  std::vector<torch::nn::AnyModule> built(layers_.size());
+  std::string error;
+  try {
+    for (const ChunkRange& c : chunks_)
+      for (int i = c.begin; i < c.end; ++i) built[static_cast<size_t>(i)] = builder_->build(i);
+  } catch (const c10::Error& e) {
+    error = e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    error = e.what();
   }
-  for (const Instruction& in : program().instructions)
-    if (in.op == Op::kBackward) lastBackward_ = {in.chunk, in.microbatch};
-  ExecutorSetup setup;
-  setup.layers = &layers_;
-  setup.chunks = chunks_;
-  setup.rank = ppRank_;
+  agreeOnError(world, error, "building this rank's layers");
+  for (size_t i = 0; i < layers_.size(); ++i) layers_[i].module = built[i];
+  model_ = builder_->assemble(built).ptr();
+  tieHandles_ = shareTiedTensors(layers_, ties_);
+}
+
+void Engine::connectTies() {
+  TiedGradientsSetup setup;
+  setup.ties = ties_;
+  setup.stageOfLayer = plan_.partition.stageOfLayer;
   setup.partitions = mp_.partitions;
-  setup.numStages = request.schedule.numStages();
-  setup.pipelineGroup = ppGroup_.get();
-  setup.activationCheckpointing = mp_.activationCheckpointing;
-  executor_ = std::make_unique<Executor>(std::move(setup));
+  setup.ppRank = ppRank_;
+  for (const ChunkRange& c : chunks_) setup.chunkStage.push_back(c.globalStage);
+  setup.layers = &layers_;
+  setup.worldRankOfPpRank = topology_.pipelineGroups.at(static_cast<size_t>(dpRank_));
+  setup.broadcastInitialValues = builder_ != nullptr;
+  tiedGradients_ = std::make_unique<TiedGradients>(std::move(setup));
+  if (tiedGradients_->empty()) tiedGradients_.reset();
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> Engine::localParameters() const {
@@ -171,7 +271,10 @@ std::vector<std::pair<std::string, torch::Tensor>> Engine::localBuffers() const 
 const std::vector<TensorShape>& Engine::shapesFor(const torch::Tensor& input) {
   const std::vector<int64_t> key = input.sizes().vec();
   auto it = shapeCache_.find(key);
-  if (it == shapeCache_.end()) it = shapeCache_.emplace(key, probeShapes(layers_, *model_, input)).first;
+  if (it == shapeCache_.end()) {
+    ShapeProbe probe{&layers_, model_.get(), chunks_, ppGroup_.get(), ppRank_, mp_.partitions};
+    it = shapeCache_.emplace(key, probe.run(input)).first;
+  }
   return it->second;
 }
 
@@ -179,7 +282,18 @@ StepReport Engine::step(StepInputs inputs) {
   STRATA_CHECK(planned(), "pipeline: step before the plan was made");
   const int64_t micro = inputs.data.size(0) / inputs.microbatches;
   inputs.layerShapes = shapesFor(inputs.data.narrow(0, 0, micro));
-  return executor_->run(program(), inputs);
+  if (!tiedGradients_) return executor_->run(program(), inputs);
+  // Tied tensors across stages: contributions around every backward, the sum at the end.
+  tiedGradients_->beginStep(inputs.microbatches);
+  auto before = std::move(inputs.beforeBackward);
+  inputs.beforeBackward = [this, before](int chunk, int microbatch) {
+    tiedGradients_->beforeBackward(chunk, microbatch);
+    if (before) before(chunk, microbatch);
+  };
+  inputs.afterBackward = [this](int chunk, int microbatch) { tiedGradients_->afterBackward(chunk, microbatch); };
+  StepReport report = executor_->run(program(), inputs);
+  tiedGradients_->finishStep();
+  return report;
 }
 
 torch::Tensor Engine::forwardChunk(int chunk, int microbatch, const torch::Tensor& x) {

@@ -1,10 +1,15 @@
 // The model-parallel half of DistributedModel: rank layout, groups, the plan (profile ->
-// partition -> programs -> simulation) and the executor, for a torch::nn::Sequential.
+// partition -> programs -> simulation) and the executor, for the layers of a
+// torch::nn::Sequential (every rank holds the whole model) or of a LayerList (a rank builds
+// only its own layers).
 //
 // Life cycle (smp's): the engine is built with the model; the plan is made on the first
-// step (the first microbatch is the profiling sample) on every rank from world rank 0's
-// measurements, so all ranks cut the model identically. Until then the engine owns no
-// parameters; afterwards localParameters() are the ones of this rank's chunks.
+// step (the first microbatch is the profiling sample; a LayerList's owner plans at once, on
+// its example batch) on every rank from world rank 0's measurements, so all ranks cut the
+// model identically. World rank 0 profiles one layer at a time (a LayerList's layers are
+// built for it and freed). Afterwards localParameters() are the ones of this rank's chunks,
+// and tied tensors whose uses sit on different stages have their gradients summed
+// (tied_gradients.h).
 #pragma once
 
 #include <torch/nn/module.h>
@@ -19,6 +24,9 @@
 #include "pipeline/topology.h"
 #include "pipeline/adapter/executor.h"
 #include "pipeline/adapter/layers.h"
+#include "pipeline/adapter/model_builder.h"
+#include "pipeline/adapter/profile.h"
+#include "pipeline/adapter/tied_gradients.h"
 #include "strata/group.h"
 
 namespace strata::pipeline {
@@ -31,6 +39,10 @@ class Engine {
   // naming unknown layers).
   Engine(std::vector<Layer> layers, std::shared_ptr<torch::nn::Module> model, config::ModelParallelConfig mp,
          int worldRank, int worldSize);
+  // A LayerList: nothing is built until makePlan(), which builds this rank's layers only
+  // (model() is their module tree). Same checks as above.
+  Engine(std::shared_ptr<const ModelBuilder> builder, config::ModelParallelConfig mp, int worldRank, int worldSize);
+  ~Engine();
 
   int ppRank() const { return ppRank_; }
   int ppSize() const { return topology_.partitions; }
@@ -41,9 +53,18 @@ class Engine {
   const config::ModelParallelConfig& config() const { return mp_; }
 
   bool planned() const { return executor_ != nullptr; }
-  // Collective over the world: profiles on world rank 0, broadcasts, plans. Logs the plan.
-  void makePlan(const torch::Tensor& sampleMicrobatch, Group& world);
+  // Collective over the world: profiles on world rank 0, broadcasts, plans, builds this
+  // rank's layers (a LayerList), connects tied tensors. Logs the plan. A failure on any rank
+  // (a layer that throws, a tie of different shapes, no partition within the memory cap)
+  // throws on every rank. optimizerStateFactor: optimizer state bytes per gradient byte
+  // (mp.optimizer_state_factor wins when set).
+  void makePlan(const torch::Tensor& sampleMicrobatch, Group& world, double optimizerStateFactor = 2);
   const PipelinePlan& plan() const { return plan_; }
+  // The model this engine runs: the Sequential given, or the module tree of this rank's
+  // layers of a LayerList (after makePlan; null before).
+  std::shared_ptr<torch::nn::Module> model() const { return model_; }
+  // Parameters + gradients + optimizer state the plan predicts for every pipeline rank.
+  const std::vector<size_t>& predictedRankBytes() const { return predictedRankBytes_; }
   const Program& program() const { return plan_.programs.at(static_cast<size_t>(ppRank_)); }
 
   // This rank's parameters and buffers (after planning), with their paths in the model.
@@ -63,12 +84,22 @@ class Engine {
   std::vector<torch::Tensor> shareOutputs(std::vector<torch::Tensor> outputs);
 
  private:
+  void checkConfig(int worldRank, int worldSize);
+  LayerProfile profile(const torch::Tensor& sample, Group& world, const ProfileOptions& options);
+  PlanRequest planRequest(Group& world) const;
+  void buildLocalLayers(Group& world);
+  void connectTies();
   const std::vector<TensorShape>& shapesFor(const torch::Tensor& input);
   std::vector<int> manualStageOfLayer() const;
   int lastStageRank() const { return (plan_.request.schedule.numStages() - 1) % topology_.partitions; }
 
   std::vector<Layer> layers_;
   std::shared_ptr<torch::nn::Module> model_;
+  std::shared_ptr<const ModelBuilder> builder_;   // a LayerList's; null for a whole model
+  std::vector<TiedTensor> ties_;                   // tensors shared by layers
+  std::vector<std::shared_ptr<void>> tieHandles_;  // keeps one rank's shared accumulators alive
+  std::unique_ptr<TiedGradients> tiedGradients_;
+  std::vector<size_t> predictedRankBytes_;
   config::ModelParallelConfig mp_;
   Topology topology_;
   int ppRank_ = 0;

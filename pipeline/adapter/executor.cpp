@@ -219,6 +219,7 @@ void Executor::backward(const Instruction& in) {
     if (st.checkpointed) st.output = forwardChunk(in.chunk, in.microbatch, st.input);
     if (st.output.requires_grad()) torch::autograd::backward({st.output}, {st.gradOut});
   }
+  if (in_->afterBackward) in_->afterBackward(in.chunk, in.microbatch);
   const int stage = setup_.chunks.at(static_cast<size_t>(in.chunk)).globalStage;
   if (timing_)
     observe::observers().stageBackward(

@@ -74,6 +74,7 @@ struct StepInputs {
   LastStageFn lastStage;
   std::function<void()> reduceGradients;     // kReduceGradients
   std::function<void(int chunk, int microbatch)> beforeBackward;  // e.g. enable DP hooks
+  std::function<void(int chunk, int microbatch)> afterBackward;   // e.g. hand on tied gradients
 };
 
 struct StepReport {

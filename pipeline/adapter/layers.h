@@ -1,5 +1,7 @@
-// The layers of a pipelined model: a torch::nn::Sequential's children, in order. A stage is
-// a contiguous range of them; the executor runs ranges, the partitioner cuts them.
+// The layers of a pipelined model, in order: a torch::nn::Sequential's children (a child
+// that is itself a Sequential or a ModuleList of Sequentials, like a transformer's blocks,
+// contributes its items as layers "blocks.0", "blocks.1", ...), or the layers of a LayerList.
+// A stage is a contiguous range of them; the executor runs ranges, the partitioner cuts them.
 //
 // Dropout RNG policy (results must not depend on the number of stages or the schedule):
 // in training, the default CPU generator is re-seeded before every layer's forward with
@@ -21,14 +23,37 @@
 namespace strata::pipeline {
 
 struct Layer {
-  std::string name;  // the child's name in the Sequential ("0", "conv1", ...)
-  mutable torch::nn::AnyModule module;  // AnyModule::forward is not const
+  std::string name;  // its path in the model ("0", "conv1", "blocks.3")
+  mutable torch::nn::AnyModule module;  // AnyModule::forward is not const; empty: not built here
 };
 
+// The layers of `model`: its children, with the items of a nested container (a Sequential,
+// or a ModuleList whose items are Sequentials) as layers of their own. Throws ConfigError
+// naming the child and saying what to change for a child that cannot be called with one
+// tensor (a ModuleDict, a ModuleList of other modules).
 std::vector<Layer> layersOf(const torch::nn::Sequential& model);
+
+// Why `model` (not a Sequential) cannot be cut into stages, and what to change: its children
+// with their types, specific advice for a ModuleList or ModuleDict among them.
+std::string notASequentialMessage(const torch::nn::Module& model);
+
+// A tensor several layers use (tied weights): every use as (layer, parameter name inside
+// the layer); uses[0] gives the value (a declared tie's first parameter), the others follow
+// by layer.
+struct TiedTensor {
+  std::vector<std::pair<int, std::string>> uses;
+  std::vector<int> layers() const;  // distinct, ascending
+};
+
+// Parameters shared by several layers of a built model (one tensor registered in each).
+std::vector<TiedTensor> sharedParameters(const std::vector<Layer>& layers);
 
 // splitmix64 over the four values: well mixed, identical on every platform.
 uint64_t layerSeed(uint64_t base, int64_t step, int microbatch, int layer);
+
+// The seed a layer's initial weights are drawn with: splitmix64 of the model seed and a
+// 64-bit FNV-1a hash of the layer's path. Depends on nothing else (not on the partition).
+uint64_t initSeed(uint64_t modelSeed, const std::string& layerPath);
 
 // Seeding of one microbatch's forward (absent: no re-seeding, e.g. in evaluation).
 struct SeedContext {
@@ -49,14 +74,9 @@ struct TensorShape {
   int64_t bytesPerSample() const;
 };
 
-// Every layer's output shape for `sample` (eval mode, no autograd; the module's training
-// flag is restored). Throws naming the layer when an output is not batch-major.
-std::vector<TensorShape> probeShapes(const std::vector<Layer>& layers, torch::nn::Module& model,
-                                     const torch::Tensor& sample);
-
-// Groups of layers that share a parameter tensor (tied weights), as [first, last] ranges:
-// a contiguous partition must keep each range on one stage. Ranges that overlap are merged.
-std::vector<std::pair<int, int>> tiedLayerRanges(const std::vector<Layer>& layers);
+// Throws naming the layer when `output` (of layer `index`, `name`, for a batch of `batch`)
+// is not batch-major.
+void checkBatchMajor(const std::string& name, size_t index, const torch::Tensor& output, int64_t batch);
 
 // Parameters (requires_grad or not) and buffers of layers [begin, end), with their paths
 // in the full model ("3.weight").

@@ -1,29 +1,49 @@
 #include "pipeline/adapter/profile.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/Allocator.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
+#include <nlohmann/json.hpp>
 #include <torch/csrc/autograd/autograd.h>
-#include <torch/types.h>
+#include <torch/nn/module.h>
 
+#include <algorithm>
 #include <chrono>
-#include <limits>
+#include <cmath>
+#include <map>
 #include <mutex>
+#include <set>
+
+#include "core/errors.h"
 
 namespace strata::pipeline {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Saves what a profiling run may change and puts it back on destruction.
-class TrainingStateGuard {
+// c10's per-thread memory reporting (what torch's memory profiler uses): the bytes CPU
+// tensors allocated on this thread while the counter is installed, minus those freed.
+class LiveBytesCounter : public c10::MemoryReportingInfoBase {
  public:
-  explicit TrainingStateGuard(torch::nn::Module& model) : model_(model) {
-    for (auto& b : model.buffers(true)) buffers_.push_back({b, b.detach().clone()});
-    for (auto& p : model.parameters(true)) grads_.push_back({p, p.grad().defined() ? p.grad().clone() : torch::Tensor()});
-    auto gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    rng_ = gen.get_state();
+  void reportMemoryUsage(void*, int64_t allocSize, int64_t, int64_t, c10::Device device) override {
+    if (device.is_cpu()) live_ += allocSize;
   }
-  ~TrainingStateGuard() {
+  bool memoryProfilingEnabled() const override { return true; }
+  int64_t live() const { return live_; }
+
+ private:
+  int64_t live_ = 0;
+};
+
+// Puts back what profiling a built layer changes: its buffers and its parameters' gradients.
+class LayerStateGuard {
+ public:
+  explicit LayerStateGuard(torch::nn::Module& module) {
+    for (auto& b : module.buffers(true)) buffers_.push_back({b, b.detach().clone()});
+    for (auto& p : module.parameters(true))
+      grads_.push_back({p, p.grad().defined() ? p.grad().clone() : torch::Tensor()});
+  }
+  ~LayerStateGuard() {
     torch::NoGradGuard noGrad;
     for (auto& [b, saved] : buffers_) b.copy_(saved);
     for (auto& [p, saved] : grads_) {
@@ -32,71 +52,233 @@ class TrainingStateGuard {
       else if (p.grad().defined())
         p.mutable_grad() = torch::Tensor();
     }
-    auto gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_state(rng_);
   }
 
  private:
-  torch::nn::Module& model_;
   std::vector<std::pair<torch::Tensor, torch::Tensor>> buffers_;
   std::vector<std::pair<torch::Tensor, torch::Tensor>> grads_;
-  torch::Tensor rng_;
 };
 
-size_t bytesOf(const std::vector<torch::Tensor>& ts, bool gradOnly) {
+class GeneratorGuard {
+ public:
+  GeneratorGuard() : generator_(at::detail::getDefaultCPUGenerator()) {
+    std::lock_guard<std::mutex> lock(generator_.mutex());
+    state_ = generator_.get_state();
+  }
+  ~GeneratorGuard() {
+    std::lock_guard<std::mutex> lock(generator_.mutex());
+    generator_.set_state(state_);
+  }
+
+ private:
+  at::Generator generator_;
+  torch::Tensor state_;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double secondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+struct Run {
+  torch::Tensor output;
+  double forwardSeconds = 0;
+  double backwardSeconds = 0;
+};
+
+// One forward and backward of `module` on `x`, as in training: the data entering layer 0
+// needs no gradient, later inputs do. `counter` (optional) watches the forward's memory.
+Run runOnce(torch::nn::AnyModule& module, const torch::Tensor& x, bool firstLayer, LiveBytesCounter* counter) {
+  Run r;
+  torch::Tensor in = x.detach();
+  if (!firstLayer && in.is_floating_point()) in.requires_grad_(true);
+  auto start = Clock::now();
+  if (counter != nullptr) {
+    c10::DebugInfoGuard watch(c10::DebugInfoKind::PROFILER_STATE, std::shared_ptr<c10::DebugInfoBase>(
+                                                                          counter, [](c10::DebugInfoBase*) {}));
+    r.output = module.forward<torch::Tensor>(in);
+  } else {
+    r.output = module.forward<torch::Tensor>(in);
+  }
+  r.forwardSeconds = secondsSince(start);
+  if (r.output.requires_grad()) {
+    torch::Tensor grad = torch::ones_like(r.output);
+    start = Clock::now();
+    torch::autograd::backward({r.output}, {grad});
+    r.backwardSeconds = secondsSince(start);
+  }
+  return r;
+}
+
+size_t uniqueBytes(const std::vector<torch::Tensor>& tensors, bool gradOnly) {
+  std::set<const void*> seen;
   size_t n = 0;
-  for (const auto& t : ts)
-    if (!gradOnly || t.requires_grad()) n += t.nbytes();
+  for (const auto& t : tensors)
+    if (seen.insert(t.unsafeGetTensorImpl()).second && (!gradOnly || t.requires_grad())) n += t.nbytes();
   return n;
+}
+
+// What a tie's use looks like in its built layer.
+struct UseInfo {
+  std::vector<int64_t> sizes;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  bool requiresGrad = false;
+  size_t numBytes = 0;
+  bool seen = false;
+};
+
+std::string describe(const UseInfo& u) {
+  return c10::str(c10::IntArrayRef(u.sizes), " ", u.dtype, u.requiresGrad ? "" : " (frozen)");
+}
+
+// Forward/backward medians, output, stash of layer `index` on `x`.
+struct Measured {
+  torch::Tensor output;
+  double forwardSeconds = 0;
+  double backwardSeconds = 0;
+  int64_t stashBytes = 0;
+};
+
+Measured measure(torch::nn::AnyModule& module, const std::string& name, size_t index, const torch::Tensor& x,
+                 const ProfileOptions& options) {
+  Measured m;
+  try {
+    LiveBytesCounter counter;
+    Run first = runOnce(module, x, index == 0, &counter);
+    checkBatchMajor(name, index, first.output, x.size(0));
+    m.stashBytes = std::max<int64_t>(0, counter.live());
+    m.output = first.output.detach();
+    for (int w = 1; w < options.warmup; ++w) runOnce(module, x, index == 0, nullptr);
+    std::vector<double> forward, backward;
+    for (int s = 0; s < options.samples; ++s) {
+      const Run r = runOnce(module, x, index == 0, nullptr);
+      forward.push_back(r.forwardSeconds);
+      backward.push_back(r.backwardSeconds);
+    }
+    m.forwardSeconds = median(forward);
+    m.backwardSeconds = median(backward);
+  } catch (const std::exception& e) {
+    const auto* c10 = dynamic_cast<const c10::Error*>(&e);
+    STRATA_THROW(Error, "pipeline: layer ", index, " (\"", name, "\") failed on a sample of shape ", x.sizes(), " ",
+                 x.scalar_type(), ": ", c10 ? c10->what_without_backtrace() : e.what(),
+                 " (every layer's forward takes one tensor and returns one tensor whose dimension 0 is the batch)");
+  }
+  return m;
+}
+
+void recordUses(const std::vector<TiedTensor>& ties, int layer, torch::nn::Module& module, const std::string& name,
+                std::vector<std::vector<UseInfo>>& uses) {
+  for (size_t t = 0; t < ties.size(); ++t)
+    for (size_t u = 0; u < ties[t].uses.size(); ++u) {
+      if (ties[t].uses[u].first != layer) continue;
+      const auto named = module.named_parameters(/*recurse=*/true);
+      const torch::Tensor* p = named.find(ties[t].uses[u].second);
+      if (p == nullptr)
+        STRATA_THROW(ConfigError, "LayerList::tie: layer \"", name, "\" has no parameter \"", ties[t].uses[u].second,
+                     "\" (its parameters: ", c10::Join(", ", named.keys()), ")");
+      uses[t][u] = {p->sizes().vec(), p->scalar_type(), p->requires_grad(), p->nbytes(), true};
+    }
+}
+
+// Every use matches the first; each member layer's tiedBytes and a tie group per set of
+// layers connected by ties.
+void applyTies(const std::vector<TiedTensor>& ties, const std::vector<std::vector<UseInfo>>& uses,
+               const ProfileOptions& options, std::vector<LayerCost>& costs) {
+  std::vector<size_t> parent(costs.size());  // union-find: layers connected by ties
+  for (size_t i = 0; i < parent.size(); ++i) parent[i] = i;
+  const std::function<size_t(size_t)> find = [&](size_t i) { return parent[i] == i ? i : parent[i] = find(parent[i]); };
+  std::vector<bool> tied(costs.size(), false);
+  for (size_t t = 0; t < ties.size(); ++t) {
+    const UseInfo& first = uses[t][0];
+    const auto path = [&](size_t u) {
+      return costs[static_cast<size_t>(ties[t].uses[u].first)].name + "." + ties[t].uses[u].second;
+    };
+    for (size_t u = 1; u < uses[t].size(); ++u) {
+      const UseInfo& other = uses[t][u];
+      STRATA_CHECK_WITH(ConfigError,
+                        other.sizes == first.sizes && other.dtype == first.dtype &&
+                            other.requiresGrad == first.requiresGrad,
+                        "LayerList::tie: \"", path(0), "\" is ", describe(first), " but \"", path(u), "\" is ",
+                        describe(other), "; tied parameters need the same shape and dtype");
+    }
+    const size_t grad = first.requiresGrad ? first.numBytes : 0;
+    const size_t bytes = first.numBytes + grad + static_cast<size_t>(std::llround(options.optimizerStateFactor * grad));
+    const std::vector<int> layers = ties[t].layers();
+    for (int layer : layers) {
+      const auto l = static_cast<size_t>(layer);
+      costs[l].tiedBytes += bytes;
+      tied[l] = true;
+      parent[find(l)] = find(static_cast<size_t>(layers.front()));
+    }
+  }
+  std::map<size_t, int> groupOfRoot;
+  for (size_t i = 0; i < costs.size(); ++i)
+    if (tied[i]) costs[i].tieGroup = groupOfRoot.emplace(find(i), static_cast<int>(groupOfRoot.size())).first->second;
 }
 
 }  // namespace
 
-std::vector<LayerCost> profileLayers(const std::vector<Layer>& layers, torch::nn::Module& model,
-                                     const torch::Tensor& sampleMicrobatch, int repeats) {
-  TrainingStateGuard guard(model);
-  std::vector<LayerCost> costs(layers.size());
+LayerProfile profileLayers(const std::vector<std::string>& names,
+                           const std::function<torch::nn::AnyModule(int)>& acquire,
+                           const std::vector<TiedTensor>& ties, const torch::Tensor& sampleMicrobatch,
+                           const ProfileOptions& options) {
+  GeneratorGuard generator;
+  LayerProfile out;
+  out.costs.resize(names.size());
+  std::vector<std::vector<UseInfo>> uses;
+  for (const TiedTensor& t : ties) uses.emplace_back(t.uses.size());
   torch::Tensor x = sampleMicrobatch;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    LayerCost& c = costs[i];
-    c.name = layers[i].name;
-    const auto params = layers[i].module.ptr()->parameters(true);
-    c.parameterBytes = bytesOf(params, false);
-    c.gradientBytes = bytesOf(params, true);
-    c.optimizerStateBytes = 2 * c.gradientBytes;
-    double bestForward = std::numeric_limits<double>::infinity();
-    double bestBackward = std::numeric_limits<double>::infinity();
-    torch::Tensor out;
-    for (int r = 0; r < std::max(1, repeats); ++r) {
-      torch::Tensor in = x.detach();
-      // As in training: the data entering layer 0 needs no gradient (its backward is cheaper).
-      if (i > 0 && in.is_floating_point()) in.requires_grad_(true);
-      auto start = Clock::now();
-      out = layers[i].module.forward<torch::Tensor>(in);
-      bestForward = std::min(bestForward, std::chrono::duration<double>(Clock::now() - start).count());
-      if (out.requires_grad()) {
-        torch::Tensor grad = torch::ones_like(out);
-        start = Clock::now();
-        torch::autograd::backward({out}, {grad});
-        bestBackward = std::min(bestBackward, std::chrono::duration<double>(Clock::now() - start).count());
-      } else {
-        bestBackward = 0;
-      }
+  for (size_t i = 0; i < names.size(); ++i) {
+    torch::nn::AnyModule module = acquire(static_cast<int>(i));
+    torch::nn::Module& m = *module.ptr();
+    LayerCost& c = out.costs[i];
+    c.name = names[i];
+    const auto params = m.parameters(/*recurse=*/true);
+    c.parameterBytes = uniqueBytes(params, false) + uniqueBytes(m.buffers(/*recurse=*/true), false);
+    c.gradientBytes = uniqueBytes(params, true);
+    c.optimizerStateBytes = static_cast<size_t>(std::llround(options.optimizerStateFactor * c.gradientBytes));
+    recordUses(ties, static_cast<int>(i), m, names[i], uses);
+    Measured r;
+    {
+      LayerStateGuard state(m);
+      r = measure(module, names[i], i, x, options);
     }
-    c.forwardSeconds = bestForward;
-    c.backwardSeconds = bestBackward;
-    c.activationBytes = out.nbytes();
-    c.stashBytes = out.nbytes();
-    x = out.detach();
+    c.forwardSeconds = r.forwardSeconds;
+    c.backwardSeconds = r.backwardSeconds;
+    c.activationBytes = r.output.nbytes();
+    c.stashBytes = options.activationCheckpointing ? c.activationBytes : static_cast<size_t>(r.stashBytes);
+    out.shapes.push_back({r.output.sizes().vec(), r.output.scalar_type()});
+    x = r.output;
   }
-  // Tied parameters: the shared layers form one tie group (their bytes count once).
-  const auto ties = tiedLayerRanges(layers);
-  for (size_t g = 0; g < ties.size(); ++g) {
-    costs[static_cast<size_t>(ties[g].first)].tieGroup = static_cast<int>(g);
-    costs[static_cast<size_t>(ties[g].second)].tieGroup = static_cast<int>(g);
+  applyTies(ties, uses, options, out.costs);
+  return out;
+}
+
+std::string profileToJson(const LayerProfile& profile) {
+  nlohmann::json shapes = nlohmann::json::array();
+  for (const TensorShape& s : profile.shapes) {
+    nlohmann::json item = {static_cast<int>(s.dtype)};
+    for (int64_t d : s.sizes) item.push_back(d);
+    shapes.push_back(std::move(item));
   }
-  return costs;
+  return nlohmann::json{{"costs", layerProfileToJson(profile.costs)}, {"shapes", shapes}}.dump();
+}
+
+LayerProfile profileFromJson(const std::string& text) {
+  const nlohmann::json doc = nlohmann::json::parse(text);
+  LayerProfile out;
+  out.costs = layerProfileFromJson(doc.at("costs"), "broadcast layer profile");
+  for (const auto& item : doc.at("shapes")) {
+    TensorShape s;
+    s.dtype = static_cast<c10::ScalarType>(item.at(0).get<int>());
+    for (size_t d = 1; d < item.size(); ++d) s.sizes.push_back(item.at(d).get<int64_t>());
+    out.shapes.push_back(std::move(s));
+  }
+  return out;
 }
 
 }  // namespace strata::pipeline

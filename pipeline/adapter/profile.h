@@ -1,17 +1,26 @@
-// Per-layer profiling on a sample microbatch: the planner's LayerCost for every layer.
+// Per-layer profiling on a sample microbatch: the planner's LayerCost for every layer and
+// every layer's output shape, one layer at a time.
 //
-// Each layer runs forward and backward `repeats` times on the previous layer's (detached)
-// output; the fastest run counts (the least disturbed by other processes). Bytes come from
-// the tensors: parameters, gradients (parameters that require grad), optimizer state
-// (2 x gradients: Adam's two moments; SGD with momentum needs 1 x, plain SGD 0), the output
-// activation (what crosses a cut) and the stash (the output again: the autograd graph keeps
-// about one activation per layer). The model's buffers, gradients and the default CPU
-// generator are restored afterwards, so profiling leaves no trace on training.
+// Layer i runs on layer i-1's (detached) output: `warmup` untimed runs, then `samples`
+// timed forward + backward runs; the medians count (robust to a loaded machine). Bytes come
+// from the tensors: parameters and buffers, gradients (parameters that require grad),
+// optimizer state (optimizerStateFactor x gradients: 0 for plain SGD, 1 with momentum, 2
+// for Adam), the output activation (what crosses a cut) and the stash: the bytes the
+// forward allocated and still holds when it returns (its output and what autograd saved
+// for backward), counted by c10's per-thread memory reporting. With activation
+// checkpointing a stage keeps only its input, so the stash is the output alone.
+//
+// Layers come from acquire(i), which may build the layer for the occasion; the profile
+// drops its reference to layer i before acquiring layer i+1, so a LayerList is never held
+// at once. A layer's buffers, gradients and the default CPU generator are restored, so
+// profiling a built model leaves no trace on training.
 #pragma once
 
-#include <torch/nn/module.h>
+#include <torch/nn/modules/container/any.h>
 #include <torch/types.h>
 
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "pipeline/layer_cost.h"
@@ -19,7 +28,29 @@
 
 namespace strata::pipeline {
 
-std::vector<LayerCost> profileLayers(const std::vector<Layer>& layers, torch::nn::Module& model,
-                                     const torch::Tensor& sampleMicrobatch, int repeats = 3);
+struct ProfileOptions {
+  int warmup = 1;
+  int samples = 5;                   // 0: bytes and shapes only (no timing)
+  double optimizerStateFactor = 2;   // optimizer state bytes per gradient byte
+  bool activationCheckpointing = false;
+};
+
+struct LayerProfile {
+  std::vector<LayerCost> costs;
+  std::vector<TensorShape> shapes;  // every layer's output for the sample
+};
+
+// names: the layers' paths; ties: tensors shared by layers (every use's shape and dtype is
+// checked against the first's: ConfigError naming both; the costs get tieGroup/tiedBytes).
+// Throws naming the layer when a layer fails or its output is not batch-major.
+LayerProfile profileLayers(const std::vector<std::string>& names,
+                           const std::function<torch::nn::AnyModule(int)>& acquire,
+                           const std::vector<TiedTensor>& ties, const torch::Tensor& sampleMicrobatch,
+                           const ProfileOptions& options);
+
+// JSON form for broadcasting a profile (costs as in layer_cost.h, shapes as
+// [dtype, sizes...] lists).
+std::string profileToJson(const LayerProfile& profile);
+LayerProfile profileFromJson(const std::string& text);
 
 }  // namespace strata::pipeline

@@ -10,6 +10,7 @@
 
 #include "adapter/gradient_reducer.h"
 #include "adapter/layer_instrumentation.h"
+#include "adapter/layer_list_model.h"
 #include "adapter/model_signature.h"
 #include "adapter/observers.h"
 #include "adapter/pipeline_model.h"
@@ -65,6 +66,7 @@ struct DistributedModel::Impl {
   std::vector<torch::Tensor> buffers;                 // data parallel: broadcast at training forwards
   std::unique_ptr<adapter::GradientReducer> reducer;  // data parallel
   std::unique_ptr<adapter::PipelineModel> pipeline;   // model parallel
+  std::vector<std::shared_ptr<void>> tieHandles;      // a LayerList's tied tensors (one process)
   int64_t stepCount = 0;
 
   // The reducer of this rank's gradients (data parallel, or a pipeline stage's replicas).
@@ -118,9 +120,8 @@ void DistributedModel::init(std::shared_ptr<torch::nn::Module> module,
   at::set_num_threads(std::max(1, cores / std::max(1, local_size())));
   const config::ModelParallelConfig mp = modelParallelConfig(options);
   if (mp.enabled) {
-    STRATA_CHECK_WITH(ConfigError, sequential != nullptr,
-                      "/modelparallel/enabled: model parallelism cuts a torch::nn::Sequential into stages; wrap "
-                      "the model's ordered children in one and pass it to DistributedModel");
+    STRATA_CHECK_WITH(ConfigError, sequential != nullptr, "/modelparallel/enabled: ",
+                      pipeline::notASequentialMessage(*m.module));
     m.pipeline = std::make_unique<adapter::PipelineModel>(*sequential, m.module, mp, options, options.checkModelsMatch);
     m.group = m.pipeline->dataParallelGroup() ? m.pipeline->dataParallelGroup() : &world();
     observe::registerJobObservers();
@@ -137,7 +138,7 @@ void DistributedModel::init(std::shared_ptr<torch::nn::Module> module,
     for (auto& b : m.buffers) broadcast(b, 0, m.group);
   }
   m.reducer = std::make_unique<adapter::GradientReducer>(
-      *m.group, namedParameters(*m.module),
+      *m.group, adapter::uniqueTensors(namedParameters(*m.module)),
       adapter::GradientReducerOptions{options.firstBucketMb, options.bucketCapMb,
                                       adapter::wireType(options.gradientDtype)});
   // The observers exist before the first step, so a checkpoint can restore the debugger's
@@ -146,6 +147,33 @@ void DistributedModel::init(std::shared_ptr<torch::nn::Module> module,
   STRATA_LOG(kInfo, kColl, "DistributedModel: ", m.reducer->numParameters(), " synchronised parameters in ",
              m.reducer->numBuckets(), " buckets (cap ", options.bucketCapMb, " MB, gradient dtype ",
              options.gradientDtype.empty() ? "float32" : options.gradientDtype, ")");
+}
+
+DistributedModel::DistributedModel(const LayerList& layers, const torch::Tensor& exampleBatch,
+                                   DistributedModelOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.forwardIsModulesOwn = true;
+  const config::ModelParallelConfig mp = modelParallelConfig(options);
+  auto builder = std::make_shared<pipeline::ModelBuilder>(layers, adapter::worldModelSeed(world()));
+  if (!mp.enabled) {  // every layer, in one process or on every data-parallel rank
+    adapter::WholeModel whole = adapter::buildWholeModel(*builder, options.group ? *options.group : world());
+    m.tieHandles = std::move(whole.tieHandles);
+    init(whole.root.ptr(), [root = whole.root.ptr()](const torch::Tensor& x) { return root->forward(x); },
+         std::move(options), &whole.root);
+    return;
+  }
+  const config::JobConfig& cfg = runtime::jobConfig();
+  if (options.bucketCapMb <= 0) options.bucketCapMb = cfg.dataParallel.bucketCapMb;
+  if (options.gradientDtype.empty()) options.gradientDtype = cfg.dataParallel.gradientDtype;
+  m.options = options;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(std::max(1, cores / std::max(1, local_size())));  // as init() does
+  m.pipeline = std::make_unique<adapter::PipelineModel>(std::move(builder), exampleBatch, mp, options);
+  m.module = m.pipeline->module();
+  m.forwardFn = [root = m.module](const torch::Tensor& x) { return root->as<torch::nn::Sequential>()->forward(x); };
+  m.group = m.pipeline->dataParallelGroup() ? m.pipeline->dataParallelGroup() : &world();
+  observe::registerJobObservers();
 }
 
 DistributedModel::~DistributedModel() = default;
@@ -206,11 +234,13 @@ void DistributedModel::zero_grad() {
   impl_->reducer->zeroGrad();
 }
 
-std::vector<torch::Tensor> DistributedModel::parameters() const { return impl_->module->parameters(true); }
+std::vector<torch::Tensor> DistributedModel::parameters() const {
+  return adapter::uniqueTensors(impl_->module->parameters(true));
+}
 
 std::vector<torch::Tensor> DistributedModel::local_parameters() const {
   std::vector<torch::Tensor> out;
-  for (auto& p : impl_->localParameters()) out.push_back(p.second);
+  for (auto& p : adapter::uniqueTensors(impl_->localParameters())) out.push_back(p.second);
   return out;
 }
 
@@ -280,7 +310,14 @@ DistributedModel::NoSync::~NoSync() {
 }
 
 DistributedOptimizer::DistributedOptimizer(std::unique_ptr<torch::optim::Optimizer> optimizer, DistributedModel& model)
-    : optimizer_(std::move(optimizer)), model_(model) {}
+    : optimizer_(std::move(optimizer)), model_(model) {
+  // A pipeline plans (and checks after its first step) with this optimizer's real state.
+  if (model_.impl_->pipeline) model_.impl_->pipeline->setOptimizer(optimizer_.get());
+}
+
+DistributedOptimizer::~DistributedOptimizer() {
+  if (model_.impl_->pipeline) model_.impl_->pipeline->setOptimizer(nullptr);
+}
 
 void DistributedOptimizer::zero_grad() { model_.zero_grad(); }
 

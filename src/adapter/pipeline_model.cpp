@@ -4,7 +4,10 @@
 
 #include <mutex>
 
+#include "adapter/layer_list_model.h"
 #include "adapter/model_signature.h"
+#include "adapter/optimizer_state.h"
+#include "adapter/pipeline_memory.h"
 #include "core/errors.h"
 #include "core/logging.h"
 #include "strata/runtime.h"
@@ -53,19 +56,58 @@ PipelineModel::PipelineModel(const torch::nn::Sequential& sequential, std::share
   int64_t seed = static_cast<int64_t>(at::detail::getDefaultCPUGenerator().current_seed());
   world().broadcast(&seed, 1, DType::kInt64, 0);
   seedBase_ = static_cast<uint64_t>(seed);
+  logStart();
+}
+
+PipelineModel::PipelineModel(std::shared_ptr<const pipeline::ModelBuilder> builder, const torch::Tensor& exampleBatch,
+                             config::ModelParallelConfig mp, const DistributedModelOptions& options)
+    : options_(options), seedBase_(builder->modelSeed()) {
+  STRATA_CHECK_WITH(ConfigError,
+                    exampleBatch.dim() >= 1 && exampleBatch.size(0) >= mp.microbatches &&
+                        exampleBatch.size(0) % mp.microbatches == 0,
+                    "/modelparallel/microbatches: ", mp.microbatches, " microbatches do not divide the example batch of ",
+                    exampleBatch.dim() >= 1 ? exampleBatch.size(0) : 0, " samples");
+  // Checked before any collective, so a bad config fails on every rank alike.
+  engine_ = std::make_unique<pipeline::Engine>(std::move(builder), std::move(mp), rank(), size());
+  planOn(exampleBatch.narrow(0, 0, exampleBatch.size(0) / engine_->config().microbatches));
+  module_ = engine_->model();
+  logStart();
+}
+
+void PipelineModel::logStart() const {
   const config::ModelParallelConfig& cfg = engine_->config();
   STRATA_LOG(kInfo, kPipe, "DistributedModel: model parallel, ", cfg.partitions, " partition(s) x ",
              engine_->dpSize(), " replica(s), pp_rank ", engine_->ppRank(), " dp_rank ", engine_->dpRank(), ", ",
              cfg.pipeline, " schedule, ", cfg.microbatches, " microbatch(es)");
 }
 
+// Optimizer state bytes per gradient byte for the plan: the config's, else the optimizer's
+// (when it exists before the plan is made), else Adam's 2.
+double PipelineModel::plannedOptimizerStateFactor() const {
+  if (engine_->config().optimizerStateFactor) return *engine_->config().optimizerStateFactor;
+  if (optimizer_ != nullptr) return optimizerStateFactor(*optimizer_).value_or(2.0);
+  return 2.0;
+}
+
+void PipelineModel::setOptimizer(torch::optim::Optimizer* optimizer) {
+  optimizer_ = optimizer;
+  if (optimizer == nullptr || !engine_->planned()) return;
+  const std::optional<double> actual = optimizerStateFactor(*optimizer);
+  if (actual && *actual != optimizerStateFactor_ && world().rank() == 0)
+    STRATA_LOG(kWarn, kPipe, "the pipeline plan assumed optimizer state of ", optimizerStateFactor_,
+               " x the gradient bytes, but the optimizer keeps ", *actual,
+               " x: memory per rank is off by that much; set \"optimizer_state_factor\": ", *actual,
+               " in modelparallel to plan with it");
+}
+
 // After the plan this rank's stages are known. Their gradients are reduced across the
 // stage's data-parallel replicas with the same buckets as data parallelism (armed for the
 // rank's last backward; the rest at kReduceGradients).
 void PipelineModel::planOn(const torch::Tensor& sampleMicrobatch) {
-  engine_->makePlan(sampleMicrobatch, world());
+  optimizerStateFactor_ = plannedOptimizerStateFactor();
+  engine_->makePlan(sampleMicrobatch, world(), optimizerStateFactor_);
   if (engine_->dataParallelGroup() == nullptr) return;
-  reducer_ = std::make_unique<GradientReducer>(*engine_->dataParallelGroup(), engine_->localParameters(),
+  reducer_ = std::make_unique<GradientReducer>(*engine_->dataParallelGroup(), uniqueTensors(engine_->localParameters()),
                                                GradientReducerOptions{options_.firstBucketMb, options_.bucketCapMb,
                                                                       wireType(options_.gradientDtype)});
   reducer_->setEnabled(false);
@@ -130,6 +172,12 @@ StepOutput PipelineModel::step(const torch::Tensor& data, const torch::Tensor& t
   STRATA_CHECK_WITH(ConfigError, target.dim() >= 1 && target.size(0) == data.size(0), "step(): the target's batch (",
                     target.dim() >= 1 ? target.size(0) : 0, ") differs from the data's (", data.size(0), ")");
   ensurePlanned(data);
+  if (stepsRun_++ == 1) {  // after one optimizer step: what each rank holds vs the plan
+    const HeldBytes held = heldBytes(engine_->localParameters(), engine_->localBuffers(), optimizer_);
+    heldBytes_ = held.total();
+    logHeldBytes(world(), static_cast<int64_t>(engine_->predictedRankBytes().at(static_cast<size_t>(engine_->ppRank()))),
+                 held, optimizerStateFactor_);
+  }
   struct DisableReducer {
     GradientReducer* reducer;
     ~DisableReducer() {
@@ -174,6 +222,9 @@ PipelineStats PipelineModel::stats() const {
   s.predictedBubble = plan.simulation.bubbleFraction;
   for (const auto& stage : plan.partition.stages) s.stageFirstLayer.push_back(stage.firstLayer);
   s.plan = pipeline::formatPlan(plan);
+  s.predictedStaticBytes =
+      static_cast<int64_t>(engine_->predictedRankBytes().at(static_cast<size_t>(engine_->ppRank())));
+  s.heldBytes = heldBytes_;
   return s;
 }
 

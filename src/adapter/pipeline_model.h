@@ -14,6 +14,7 @@
 #pragma once
 
 #include <torch/nn/modules/container/sequential.h>
+#include <torch/optim/optimizer.h>
 #include <torch/types.h>
 
 #include <functional>
@@ -25,6 +26,7 @@
 #include "adapter/gradient_reducer.h"
 #include "config/config.h"
 #include "pipeline/adapter/engine.h"
+#include "pipeline/adapter/model_builder.h"
 #include "strata/distributed_model.h"
 
 namespace strata::adapter {
@@ -35,6 +37,19 @@ class PipelineModel {
   // work with this model (before any collective). Broadcasts world rank 0's weights.
   PipelineModel(const torch::nn::Sequential& sequential, std::shared_ptr<torch::nn::Module> module,
                 config::ModelParallelConfig mp, const DistributedModelOptions& options, bool checkModelsMatch);
+  // A LayerList: plans at once on the first batch/microbatches rows of `exampleBatch` and
+  // builds this rank's layers only (module() is their tree). Collective over the world;
+  // throws on every rank for a bad config, a failing factory, a bad tie, no feasible plan.
+  PipelineModel(std::shared_ptr<const pipeline::ModelBuilder> builder, const torch::Tensor& exampleBatch,
+                config::ModelParallelConfig mp, const DistributedModelOptions& options);
+
+  // The model this rank runs (a LayerList's: only its layers).
+  std::shared_ptr<torch::nn::Module> module() const { return module_; }
+  // The optimizer of this rank's parameters (null: none, or it was destroyed). Its state
+  // per parameter prices the plan when it exists before the plan is made; after the plan a
+  // different assumption is logged. After step 1 every rank's holdings are logged beside the
+  // plan's prediction.
+  void setOptimizer(torch::optim::Optimizer* optimizer);
 
   // The step function for one microbatch on the last stage: (x, y) -> its result; the
   // caller binds its DistributedModel.
@@ -64,6 +79,8 @@ class PipelineModel {
 
  private:
   void planOn(const torch::Tensor& sampleMicrobatch);
+  void logStart() const;
+  double plannedOptimizerStateFactor() const;
   pipeline::StepInputs stepInputs(const torch::Tensor& data, const torch::Tensor& target, int64_t step,
                                   const MicrobatchFn& fn);
 
@@ -76,6 +93,10 @@ class PipelineModel {
   int stepMicrobatch_ = -1;   // ... and microbatch
   torch::Tensor stepLoss_;    // what the step function passed to backward()
   pipeline::StepReport lastReport_;
+  torch::optim::Optimizer* optimizer_ = nullptr;
+  double optimizerStateFactor_ = 2;  // what the plan assumed
+  int64_t heldBytes_ = -1;           // measured at the start of step 1 (after one optimizer step)
+  int64_t stepsRun_ = 0;             // step() calls in this process
 };
 
 }  // namespace strata::adapter

@@ -31,6 +31,7 @@ struct SimulateArgs {
   std::optional<double> bandwidthGbps;
   int dp = 1;
   std::optional<double> memoryCapMb;
+  std::optional<double> memoryWeight;
   bool includeSendCost = false;
   std::string manual;
   bool programs = false;
@@ -86,6 +87,7 @@ int runSimulate(const SimulateArgs& args) {
       if (!(*args.memoryCapMb > 0)) STRATA_THROW(ConfigError, "--memory-cap-mb must be > 0, got ", *args.memoryCapMb);
       request.memoryCapBytes = static_cast<size_t>(*args.memoryCapMb * 1024 * 1024);
     }
+    request.memoryWeight = args.memoryWeight;  // checked by the partitioner (ConfigError outside [0, 1])
     if (!args.manual.empty()) request.manualStageOfLayer = parseManual(args.manual);
     const PipelinePlan plan = planPipeline(layers, request);
     std::string text = formatPlan(plan);
@@ -129,6 +131,8 @@ const CommandRegistrar registrar("simulate", [](CLI::App& app, int& exitCode) {
   cmd->add_option("--bandwidth-gbps", args->bandwidthGbps, "Link bandwidth in Gb/s (overrides the profile's link)");
   cmd->add_option("--dp", args->dp, "Data-parallel size d (adds the gradient AllReduce)")->capture_default_str();
   cmd->add_option("--memory-cap-mb", args->memoryCapMb, "Per-stage memory cap in MiB");
+  cmd->add_option("--memory-weight", args->memoryWeight,
+                  "Weight of memory against time in the stage cost, [0, 1] (SageMaker's memory_weight)");
   cmd->add_flag("--include-send-cost", args->includeSendCost, "speed: count the activation send in stage time");
   cmd->add_option("--manual", args->manual, "Manual partition: a stage per layer, e.g. 0,0,1,1");
   cmd->add_flag("--programs", args->programs, "Also print every rank's program");

@@ -111,10 +111,12 @@ nlohmann::json toJson(const JobConfig& config) {
                           {"auto_partition", mp.autoPartition},
                           {"default_partition", mp.defaultPartition},
                           {"manual_partition", mp.manualPartition},
-                          {"memory_weight", mp.memoryWeight},
                           {"virtual_stages", mp.virtualStages},
                           {"activation_checkpointing", mp.activationCheckpointing}};
   if (mp.activeMicrobatches) out["modelparallel"]["active_microbatches"] = *mp.activeMicrobatches;
+  if (mp.memoryWeight) out["modelparallel"]["memory_weight"] = *mp.memoryWeight;
+  if (mp.memoryCapMb) out["modelparallel"]["memory_cap_mb"] = *mp.memoryCapMb;
+  if (mp.optimizerStateFactor) out["modelparallel"]["optimizer_state_factor"] = *mp.optimizerStateFactor;
   const DataParallelConfig& dp = config.dataParallel;
   out["dataparallel"] = {{"enabled", dp.enabled},
                          {"bucket_cap_mb", dp.bucketCapMb},

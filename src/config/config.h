@@ -39,7 +39,13 @@ struct ModelParallelConfig {
   bool autoPartition = true;
   int defaultPartition = 0;                    // for modules not placed (auto_partition false)
   std::map<std::string, int> manualPartition;  // child name -> partition (auto_partition false)
-  double memoryWeight = 0.8;                   // auto partition: memory vs compute balance, [0, 1]
+  // Auto partition: weight of memory against time in the stage cost, [0, 1] (SageMaker's
+  // memory_weight). Unset: `optimize` alone (time, or memory).
+  std::optional<double> memoryWeight;
+  std::optional<double> memoryCapMb;           // no stage's predicted memory may exceed it
+  // Optimizer state bytes per gradient byte the plan assumes (0 plain SGD, 1 momentum, 2
+  // Adam); unset: the DistributedOptimizer's when known at planning time, else 2.
+  std::optional<double> optimizerStateFactor;
   std::optional<int> activeMicrobatches;       // in flight at once; unset: partitions + 2 (smp)
   int virtualStages = 1;                 // model chunks per pipeline rank (Megatron-style)
   bool activationCheckpointing = false;  // recompute each stage's forward in its backward

@@ -42,7 +42,8 @@ ModelParallelConfig parseModelParallel(const Validator& v, const Json& section,
   const ObjectReader r(v, section, path,
                        {"enabled", "partitions", "microbatches", "pipeline", "optimize", "ddp",
                         "placement_strategy", "auto_partition", "default_partition",
-                        "manual_partition", "memory_weight", "active_microbatches",
+                        "manual_partition", "memory_weight", "memory_cap_mb", "optimizer_state_factor",
+                        "active_microbatches",
                         "virtual_stages", "activation_checkpointing"});
   r.read("enabled", mp.enabled);
   r.read("partitions", mp.partitions, 1, kMaxInt);
@@ -53,7 +54,14 @@ ModelParallelConfig parseModelParallel(const Validator& v, const Json& section,
   r.readEnum("placement_strategy", mp.placementStrategy, {"cluster", "spread"});
   r.read("auto_partition", mp.autoPartition);
   r.read("default_partition", mp.defaultPartition, 0, kMaxInt);
-  r.read("memory_weight", mp.memoryWeight, 0.0, 1.0);
+  if (r.has("memory_weight"))
+    mp.memoryWeight = v.expectNumber(r.at("memory_weight"), r.pathOf("memory_weight"), 0.0, 1.0);
+  if (r.has("memory_cap_mb"))
+    mp.memoryCapMb = v.expectNumber(r.at("memory_cap_mb"), r.pathOf("memory_cap_mb"), 0.0,
+                                    std::numeric_limits<double>::infinity(), true);
+  if (r.has("optimizer_state_factor"))
+    mp.optimizerStateFactor =
+        v.expectNumber(r.at("optimizer_state_factor"), r.pathOf("optimizer_state_factor"), 0.0, 64.0);
   if (r.has("active_microbatches"))
     mp.activeMicrobatches = static_cast<int>(
         v.expectInt(r.at("active_microbatches"), r.pathOf("active_microbatches"), 1, kMaxInt));

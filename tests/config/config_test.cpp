@@ -31,7 +31,7 @@ const char* kEveryKey = R"({
                     "optimize": "memory", "ddp": true, "placement_strategy": "spread",
                     "auto_partition": false, "default_partition": 1,
                     "manual_partition": {"embed": 0, "head": 3}, "memory_weight": 0.25,
-                    "active_microbatches": 6},
+                    "memory_cap_mb": 512, "optimizer_state_factor": 1, "active_microbatches": 6},
   "dataparallel": {"enabled": true, "bucket_cap_mb": 12.5, "gradient_dtype": "bfloat16"},
   "output_dir": "/tmp/strata-run",
   "debugger": {"save_interval": 20, "start_step": 3, "end_step": 1000, "save_steps": [7, 1, 7],
@@ -61,7 +61,9 @@ TEST(ConfigDefaultsTest, EmptyObjectGivesSageMakerDefaults) {
   EXPECT_EQ(c.modelParallel.optimize, "speed");
   EXPECT_FALSE(c.modelParallel.ddp);
   EXPECT_TRUE(c.modelParallel.autoPartition);
-  EXPECT_DOUBLE_EQ(c.modelParallel.memoryWeight, 0.8);
+  EXPECT_FALSE(c.modelParallel.memoryWeight.has_value());
+  EXPECT_FALSE(c.modelParallel.memoryCapMb.has_value());
+  EXPECT_FALSE(c.modelParallel.optimizerStateFactor.has_value());
   EXPECT_FALSE(c.modelParallel.activeMicrobatches.has_value());
   EXPECT_TRUE(c.dataParallel.enabled);
   EXPECT_DOUBLE_EQ(c.dataParallel.bucketCapMb, 25);
@@ -135,6 +137,9 @@ TEST(ConfigParseTest, EveryKey) {
   EXPECT_EQ(c.modelParallel.manualPartition,
             (std::map<std::string, int>{{"embed", 0}, {"head", 3}}));
   EXPECT_EQ(c.modelParallel.activeMicrobatches, 6);
+  EXPECT_EQ(c.modelParallel.memoryWeight, 0.25);
+  EXPECT_EQ(c.modelParallel.memoryCapMb, 512);
+  EXPECT_EQ(c.modelParallel.optimizerStateFactor, 1);
   EXPECT_EQ(c.dataParallel.gradientDtype, "bfloat16");
   EXPECT_EQ(c.debugger.save.saveSteps, (std::vector<int64_t>{1, 7}));  // sorted, deduplicated
   const CollectionConfig& weights = c.debugger.collections[0];

@@ -46,7 +46,8 @@ void forEachBounds(int n, int stages, const std::function<void(const std::vector
   rec(1);
 }
 
-bool respectsTies(const std::vector<LayerCost>& layers, const std::vector<int>& stageOf) {
+bool respectsTies(const std::vector<LayerCost>& layers, const std::vector<int>& stageOf, bool together = true) {
+  if (!together) return true;
   for (size_t i = 0; i < layers.size(); ++i)
     for (size_t j = 0; j < layers.size(); ++j)
       if (layers[i].tieGroup >= 0 && layers[i].tieGroup == layers[j].tieGroup && stageOf[i] != stageOf[j]) return false;
@@ -61,22 +62,30 @@ struct Brute {
 
 double timeOf(const Partition& p) { return p.bottleneckSeconds; }
 double memoryOf(const Partition& p) { return static_cast<double>(p.peakMemoryBytes); }
+double costOf(const Partition& p) { return p.bottleneckCost; }
+
+// The objective the options ask for, and its tie-break.
+double primaryOf(const Partition& p, const PartitionOptions& o) {
+  if (o.memoryWeight) return costOf(p);
+  return o.objective == Objective::kSpeed ? timeOf(p) : memoryOf(p);
+}
+double secondaryOf(const Partition& p, const PartitionOptions& o) {
+  return o.objective == Objective::kSpeed && !o.memoryWeight ? memoryOf(p) : timeOf(p);
+}
 
 Brute bruteForce(const std::vector<LayerCost>& layers, int stages, const PartitionOptions& options) {
-  const bool speed = options.objective == Objective::kSpeed;
   Brute best;
   std::vector<Partition> all;
   forEachBounds(static_cast<int>(layers.size()), stages, [&](const std::vector<int>& bounds) {
     Partition p = evaluateBounds(layers, bounds, options);
-    if (!respectsTies(layers, p.stageOfLayer)) return;
+    if (!respectsTies(layers, p.stageOfLayer, options.tiedLayersTogether)) return;
     if (options.memoryCapBytes && p.peakMemoryBytes > *options.memoryCapBytes) return;
     all.push_back(p);
     best.feasible = true;
-    best.primary = std::min(best.primary, speed ? timeOf(p) : memoryOf(p));
+    best.primary = std::min(best.primary, primaryOf(p, options));
   });
   for (const Partition& p : all)
-    if ((speed ? timeOf(p) : memoryOf(p)) == best.primary)
-      best.secondary = std::min(best.secondary, speed ? memoryOf(p) : timeOf(p));
+    if (primaryOf(p, options) == best.primary) best.secondary = std::min(best.secondary, secondaryOf(p, options));
   return best;
 }
 
@@ -114,10 +123,16 @@ TEST(Partitioner, EqualsBruteForceOnRandomInstances) {
       l.optimizerStateBytes = static_cast<size_t>(small(rng)) * 10;
       l.stashBytes = static_cast<size_t>(small(rng)) * 7;
       l.activationBytes = static_cast<size_t>(small(rng)) * 1000;
-      if (trial % 5 == 0 && small(rng) < 3) l.tieGroup = small(rng) % 2;  // some tied layers
+      if (trial % 5 == 0 && small(rng) < 3) {  // some tied layers
+        l.tieGroup = small(rng) % 2;
+        l.tiedBytes = l.parameterBytes / 2;
+      }
     }
     PartitionOptions options;
     options.objective = trial % 2 ? Objective::kSpeed : Objective::kMemory;
+    options.tiedLayersTogether = trial % 10 == 0;
+    const double weights[] = {0.0, 0.2, 0.5, 0.8, 1.0};
+    if (trial % 3 == 1) options.memoryWeight = weights[(trial / 3) % 5];
     options.includeSendCost = trial % 4 == 1;
     options.link.latencySeconds = 0.5;
     options.link.bytesPerSecond = 4000;
@@ -131,10 +146,9 @@ TEST(Partitioner, EqualsBruteForceOnRandomInstances) {
       continue;
     }
     expectWellFormed(got, n, stages);
-    EXPECT_TRUE(respectsTies(layers, got.stageOfLayer)) << "trial " << trial;
-    const bool speed = options.objective == Objective::kSpeed;
-    EXPECT_EQ(speed ? timeOf(got) : memoryOf(got), brute.primary) << "trial " << trial;
-    EXPECT_EQ(speed ? memoryOf(got) : timeOf(got), brute.secondary) << "trial " << trial << " (tie-break)";
+    EXPECT_TRUE(respectsTies(layers, got.stageOfLayer, options.tiedLayersTogether)) << "trial " << trial;
+    EXPECT_EQ(primaryOf(got, options), brute.primary) << "trial " << trial;
+    EXPECT_EQ(secondaryOf(got, options), brute.secondary) << "trial " << trial << " (tie-break)";
     if (options.memoryCapBytes) {
       EXPECT_LE(got.peakMemoryBytes, *options.memoryCapBytes);
     }
@@ -252,20 +266,88 @@ TEST(Partitioner, SendCostCountsWhenAsked) {
   EXPECT_EQ(p.stages[1].sendSeconds, 0);  // the last stage sends nothing forward
 }
 
-TEST(Partitioner, TiedLayersShareAStage) {
+TEST(Partitioner, TiedLayersShareAStageWhenAskedTo) {
   std::vector<LayerCost> layers = layersFromTimes({5, 1, 1, 1, 5});
   layers[0].tieGroup = 7;  // embedding
   layers[1].tieGroup = 7;  // uses the embedding's weight
-  const Partition p = partition(layers, 3, {});
+  PartitionOptions together;
+  together.tiedLayersTogether = true;
+  const Partition p = partition(layers, 3, together);
   expectWellFormed(p, 5, 3);
   EXPECT_EQ(p.stageOfLayer[0], p.stageOfLayer[1]);
   // Embedding tied to the head: everything must be on one stage; two stages cannot work.
   layers[1].tieGroup = -1;
   layers[4].tieGroup = 7;
-  const Partition impossible = partition(layers, 2, {});
+  const Partition impossible = partition(layers, 2, together);
   EXPECT_FALSE(impossible.ok);
   EXPECT_NE(impossible.reason.find("tie_group"), std::string::npos) << impossible.reason;
-  EXPECT_TRUE(partition(layers, 1, {}).ok);
+  EXPECT_TRUE(partition(layers, 1, together).ok);
+  // By default each stage holds a copy: embedding and head may be apart.
+  const Partition apart = partition(layers, 2, {});
+  expectWellFormed(apart, 5, 2);
+  EXPECT_NE(apart.stageOfLayer[0], apart.stageOfLayer[4]);
+}
+
+// A stage (or rank) holding several layers of one tie group holds the shared tensor once.
+TEST(Partitioner, TiedTensorCountsOncePerStageAndRank) {
+  std::vector<LayerCost> layers = layersFromTimes({1, 1, 1, 1});
+  const size_t own[] = {100, 10, 20, 300};
+  for (size_t i = 0; i < 4; ++i) layers[i].parameterBytes = own[i];
+  layers[0].tieGroup = layers[3].tieGroup = 1;  // embedding 0 and head 3 share 80 bytes
+  layers[0].tiedBytes = layers[3].tiedBytes = 80;
+  layers[1].tieGroup = layers[2].tieGroup = 2;  // 1 and 2 share 5 bytes
+  layers[1].tiedBytes = layers[2].tiedBytes = 5;
+  const struct {
+    std::vector<int> bounds;
+    std::vector<size_t> stageBytes;
+  } table[] = {
+      {{0, 4}, {430 - 80 - 5}},              // one stage: both ties deduplicated
+      {{0, 2, 4}, {110, 320}},               // [0,1] [2,3]: every tie split, two copies each
+      {{0, 3, 4}, {130 - 5, 300}},           // [0,1,2] [3]: tie 2 inside stage 0
+      {{0, 1, 3, 4}, {100, 30 - 5, 300}},    // tie 2 inside the middle stage
+      {{0, 1, 2, 3, 4}, {100, 10, 20, 300}}, // every layer alone
+  };
+  for (const auto& row : table) {
+    const Partition p = evaluateBounds(layers, row.bounds, {});
+    ASSERT_EQ(p.stages.size(), row.stageBytes.size());
+    for (size_t k = 0; k < p.stages.size(); ++k)
+      EXPECT_EQ(p.stages[k].staticBytes, row.stageBytes[k]) << "bounds " << c10::Join(",", row.bounds) << " stage " << k;
+  }
+  // Per rank: stages 0 and 2 (of [0] [1] [2] [3], 2 ranks) share nothing; 0 and 3 would.
+  const Partition four = evaluateBounds(layers, {0, 1, 2, 3, 4}, {});
+  EXPECT_EQ(rankStaticBytes(layers, four, 2), (std::vector<size_t>{100 + 20, 10 + 300}));
+  EXPECT_EQ(rankStaticBytes(layers, four, 1), (std::vector<size_t>{430 - 80 - 5}));
+  const Partition two = evaluateBounds(layers, {0, 2, 4}, {});
+  EXPECT_EQ(rankStaticBytes(layers, two, 2), (std::vector<size_t>{110, 320}));
+}
+
+// SageMaker's memory_weight: cost = w * memory / M + (1 - w) * time / T per stage.
+TEST(Partitioner, MemoryWeightTradesMemoryAgainstTime) {
+  // Layer 0 is slow and small, layer 3 big and fast: T = 7 s, M = 800 bytes.
+  std::vector<LayerCost> layers = layersFromTimes({4, 1, 1, 1});
+  const size_t bytes[] = {0, 100, 200, 500};
+  for (size_t i = 0; i < 4; ++i) layers[i].parameterBytes = bytes[i];
+  // Hand-computed: each weight picks a different cut, and the optimum is unique.
+  const struct {
+    double weight;
+    int expectedCut;
+    double expectedCost;
+  } table[] = {
+      {0.0, 1, 4.0 / 7},                          // time only: [0] [1,2,3] (4 s vs 3 s)
+      {0.5, 2, 0.5 * 700.0 / 800 + 0.5 * 2.0 / 7},  // [0,1] [2,3]: the second stage costs most
+      {1.0, 3, 500.0 / 800},                      // memory only: the big layer alone
+  };
+  for (const auto& row : table) {
+    PartitionOptions options;
+    options.memoryWeight = row.weight;
+    const Partition p = partition(layers, 2, options);
+    ASSERT_TRUE(p.ok) << p.reason;
+    EXPECT_EQ(p.stages[1].firstLayer, row.expectedCut) << "w=" << row.weight;
+    EXPECT_DOUBLE_EQ(p.bottleneckCost, row.expectedCost) << "w=" << row.weight;
+  }
+  PartitionOptions bad;
+  bad.memoryWeight = 1.5;
+  EXPECT_THROW(partition(layers, 2, bad), ConfigError);
 }
 
 TEST(Partitioner, ManualPartitionIsValidatedAndPriced) {
@@ -289,7 +371,15 @@ TEST(Partitioner, ManualPartitionIsValidatedAndPriced) {
   EXPECT_NE(error({0, 0, 1}, 2).find("3 stage numbers for 4 layers"), std::string::npos);
   layers[0].tieGroup = 1;
   layers[3].tieGroup = 1;
-  EXPECT_NE(error({0, 0, 1, 1}, 2).find("tied layers must be on one stage"), std::string::npos);
+  EXPECT_TRUE(manualPartition(layers, {0, 0, 1, 1}, 2, {}).ok);  // each stage holds a copy
+  PartitionOptions together;
+  together.tiedLayersTogether = true;
+  try {
+    manualPartition(layers, {0, 0, 1, 1}, 2, together);
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("tied layers must be on one stage"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Partitioner, ObjectiveNames) {
