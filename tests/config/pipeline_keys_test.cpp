@@ -4,6 +4,7 @@
 
 #include "config/config.h"
 #include "core/errors.h"
+#include "expect_config_error.h"
 
 namespace strata::config {
 namespace {
@@ -26,21 +27,12 @@ TEST(PipelineKeysTest, ValuesAreReadAndRoundTrip) {
   EXPECT_TRUE(again.modelParallel.activationCheckpointing);
 }
 
-void expectError(const std::string& json, const std::string& needle) {
-  try {
-    parseJobConfig(json, "job.json");
-    FAIL() << "no error for " << json;
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
-
 TEST(PipelineKeysTest, Errors) {
-  expectError(R"({"modelparallel": {"enabled": true, "virtual_stages": 0}})", "/modelparallel/virtual_stages");
-  expectError(R"({"modelparallel": {"enabled": true, "virtual_stages": "2"}})", "/modelparallel/virtual_stages");
-  expectError(R"({"modelparallel": {"enabled": true, "activation_checkpointing": 1}})",
+  expectConfigError(R"({"modelparallel": {"enabled": true, "virtual_stages": 0}})", "/modelparallel/virtual_stages");
+  expectConfigError(R"({"modelparallel": {"enabled": true, "virtual_stages": "2"}})", "/modelparallel/virtual_stages");
+  expectConfigError(R"({"modelparallel": {"enabled": true, "activation_checkpointing": 1}})",
               "/modelparallel/activation_checkpointing");
-  expectError(R"({"modelparallel": {"enabled": true, "partitions": 2, "virtual_stages": 2,
+  expectConfigError(R"({"modelparallel": {"enabled": true, "partitions": 2, "virtual_stages": 2,
                   "auto_partition": false, "manual_partition": {"0": 0, "1": 1}}})",
               "/modelparallel/manual_partition");
 }

@@ -4,6 +4,7 @@
 
 #include "config/config.h"
 #include "core/errors.h"
+#include "expect_config_error.h"
 
 namespace strata::config {
 namespace {
@@ -31,25 +32,16 @@ TEST(SecurityKeysTest, ValuesAreReadAndRoundTrip) {
   EXPECT_FALSE(toJson(parseJobConfig("{}", "d")).at("security").contains("job_secret_file"));
 }
 
-void expectError(const std::string& json, const std::string& needle) {
-  try {
-    parseJobConfig(json, "job.json");
-    FAIL() << "no error for " << json;
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
-
 TEST(SecurityKeysTest, Errors) {
-  expectError(R"({"security": {"encrypt_inter_node_traffic": "yes"}})", "/security/encrypt_inter_node_traffic");
+  expectConfigError(R"({"security": {"encrypt_inter_node_traffic": "yes"}})", "/security/encrypt_inter_node_traffic");
   // SageMaker's name is too far for a suggestion: the valid keys are listed instead.
-  expectError(R"({"security": {"encrypt_inter_container_traffic": true}})",
+  expectConfigError(R"({"security": {"encrypt_inter_container_traffic": true}})",
               "valid keys here: \"encrypt_inter_node_traffic\"");
-  expectError(R"({"security": {"job_secret": "hunter2"}})", "did you mean \"job_secret_file\"");
-  expectError(R"({"security": {"job_secret_file": ""}})", "/security/job_secret_file");
-  expectError(R"({"security": {"job_secret_file": 7}})", "/security/job_secret_file");
-  expectError(R"({"security": true})", "/security");
-  expectError(R"({"securty": {}})", "did you mean \"security\"");
+  expectConfigError(R"({"security": {"job_secret": "hunter2"}})", "did you mean \"job_secret_file\"");
+  expectConfigError(R"({"security": {"job_secret_file": ""}})", "/security/job_secret_file");
+  expectConfigError(R"({"security": {"job_secret_file": 7}})", "/security/job_secret_file");
+  expectConfigError(R"({"security": true})", "/security");
+  expectConfigError(R"({"securty": {}})", "did you mean \"security\"");
 }
 
 }  // namespace

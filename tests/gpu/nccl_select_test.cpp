@@ -133,42 +133,42 @@ TEST(NcclSelect, DeviceForLocalRankRejectsNoDeviceAndNegativeRank) {
   }
 }
 
+// One row of a Strata-to-NCCL enum mapping: the enumerator expected, and its number in nccl.h.
+template <typename From, typename To>
+struct MappingRow {
+  From from;
+  To expected;
+  int ncclValue;
+};
+
+// Every row maps as expected, and a value outside the enum (200) is an Error.
+template <typename From, typename To, size_t N>
+void expectMapping(const MappingRow<From, To> (&rows)[N], To (*map)(From), const char* (*name)(From)) {
+  for (const auto& row : rows) {
+    EXPECT_EQ(map(row.from), row.expected) << name(row.from);
+    EXPECT_EQ(static_cast<int>(map(row.from)), row.ncclValue) << name(row.from);
+  }
+  EXPECT_THROW(map(static_cast<From>(200)), Error);
+}
+
 // The values are NCCL's (nccl.h); nccl_comm.cpp static_asserts the same table.
 TEST(NcclSelect, DTypeMapping) {
-  struct Row {
-    DType dtype;
-    NcclDataType expected;
-    int ncclValue;
-  };
-  const Row rows[] = {
+  const MappingRow<DType, NcclDataType> rows[] = {
       {DType::kFloat32, NcclDataType::kFloat32, 7}, {DType::kFloat64, NcclDataType::kFloat64, 8},
       {DType::kFloat16, NcclDataType::kFloat16, 6}, {DType::kBFloat16, NcclDataType::kBfloat16, 9},
       {DType::kInt32, NcclDataType::kInt32, 2},     {DType::kInt64, NcclDataType::kInt64, 4},
       {DType::kUInt8, NcclDataType::kUint8, 1},
   };
-  for (const Row& row : rows) {
-    EXPECT_EQ(toNcclDataType(row.dtype), row.expected) << dtypeName(row.dtype);
-    EXPECT_EQ(static_cast<int>(toNcclDataType(row.dtype)), row.ncclValue) << dtypeName(row.dtype);
-  }
-  EXPECT_THROW(toNcclDataType(static_cast<DType>(200)), Error);
+  expectMapping(rows, &toNcclDataType, &dtypeName);
 }
 
 TEST(NcclSelect, ReduceOpMapping) {
-  struct Row {
-    ReduceOp op;
-    NcclRedOp expected;
-    int ncclValue;
-  };
-  const Row rows[] = {
+  const MappingRow<ReduceOp, NcclRedOp> rows[] = {
       {ReduceOp::kSum, NcclRedOp::kSum, 0}, {ReduceOp::kProd, NcclRedOp::kProd, 1},
       {ReduceOp::kMax, NcclRedOp::kMax, 2}, {ReduceOp::kMin, NcclRedOp::kMin, 3},
       {ReduceOp::kAvg, NcclRedOp::kAvg, 4},
   };
-  for (const Row& row : rows) {
-    EXPECT_EQ(toNcclRedOp(row.op), row.expected) << reduceOpName(row.op);
-    EXPECT_EQ(static_cast<int>(toNcclRedOp(row.op)), row.ncclValue) << reduceOpName(row.op);
-  }
-  EXPECT_THROW(toNcclRedOp(static_cast<ReduceOp>(200)), Error);
+  expectMapping(rows, &toNcclRedOp, &reduceOpName);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -86,6 +87,33 @@ std::string recvExactly(int fd, size_t numBytes) {
   return out;
 }
 
+// Rank 1 of a 2-rank job accepting with kSecret on its own store, while the test plays
+// rank 0 over a raw socket. The acceptor gives up after 3 s; errorWhenDone() is its error.
+class LoneAcceptor {
+ public:
+  LoneAcceptor()
+      : thread_([this] {
+          try {
+            connectRank(*store_, 1, 2, options(kSecret, milliseconds(3000)));
+          } catch (const TimeoutError& e) {
+            error_ = e.what();
+          }
+        }) {}
+  ~LoneAcceptor() {
+    if (thread_.joinable()) thread_.join();
+  }
+  int connectAsRank0() { return rawConnect(publishedAddress(*store_, 1)); }
+  std::string errorWhenDone() {
+    thread_.join();
+    return error_;
+  }
+
+ private:
+  std::shared_ptr<bootstrap::Store> store_ = bootstrap::makeHashStore();
+  std::string error_;
+  std::thread thread_;
+};
+
 // Rank 0 dials rank 1 through a tap; both exchange one message. Returns the tap's record.
 struct Recorded {
   std::string up, down;
@@ -127,16 +155,8 @@ TEST(TcpAuthTest, ReplayedProofIsRefused) {
   const std::string hello = r.up.substr(0, 48);
   const std::string oldProof = r.up.substr(48, 32);
 
-  auto store = bootstrap::makeHashStore();
-  std::string acceptorError;
-  std::thread acceptor([&] {
-    try {
-      connectRank(*store, 1, 2, options(kSecret, milliseconds(3000)));
-    } catch (const TimeoutError& e) {
-      acceptorError = e.what();
-    }
-  });
-  const int fd = rawConnect(publishedAddress(*store, 1));
+  LoneAcceptor acceptor;
+  const int fd = acceptor.connectAsRank0();
   ASSERT_EQ(::send(fd, hello.data(), hello.size(), 0), 48);
   const std::string statusAndChallenge = recvExactly(fd, 1 + 64);
   EXPECT_EQ(statusAndChallenge[0], static_cast<char>(tcp::HelloStatus::kAccepted));
@@ -144,7 +164,7 @@ TEST(TcpAuthTest, ReplayedProofIsRefused) {
   const std::string verdict = recvExactly(fd, 1);
   EXPECT_EQ(verdict[0], static_cast<char>(tcp::HelloStatus::kWrongSecret));
   ::close(fd);
-  acceptor.join();
+  const std::string acceptorError = acceptor.errorWhenDone();
   EXPECT_NE(acceptorError.find("refused meanwhile"), std::string::npos) << acceptorError;
   EXPECT_NE(acceptorError.find("claiming rank 0"), std::string::npos) << acceptorError;
   EXPECT_NE(acceptorError.find("wrong job secret"), std::string::npos) << acceptorError;
@@ -152,16 +172,8 @@ TEST(TcpAuthTest, ReplayedProofIsRefused) {
 
 // An attacker without the secret sends the acceptor's own proof back as its answer.
 TEST(TcpAuthTest, ReflectedProofIsRefused) {
-  auto store = bootstrap::makeHashStore();
-  std::string acceptorError;
-  std::thread acceptor([&] {
-    try {
-      connectRank(*store, 1, 2, options(kSecret, milliseconds(3000)));
-    } catch (const TimeoutError& e) {
-      acceptorError = e.what();
-    }
-  });
-  const int fd = rawConnect(publishedAddress(*store, 1));
+  LoneAcceptor acceptor;
+  const int fd = acceptor.connectAsRank0();
   tcp::Hello hello{0, 1, false, auth::freshNonce()};
   int err = 0;
   ASSERT_EQ(tcp::sendHello(fd, hello, net::Clock::now() + kTimeout, &err), net::IoStatus::kOk);
@@ -171,7 +183,7 @@ TEST(TcpAuthTest, ReflectedProofIsRefused) {
   ASSERT_EQ(::send(fd, theirProof.data(), theirProof.size(), 0), 32);
   EXPECT_EQ(recvExactly(fd, 1)[0], static_cast<char>(tcp::HelloStatus::kWrongSecret));
   ::close(fd);
-  acceptor.join();
+  const std::string acceptorError = acceptor.errorWhenDone();
   EXPECT_NE(acceptorError.find("wrong job secret"), std::string::npos) << acceptorError;
 }
 

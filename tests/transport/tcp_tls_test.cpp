@@ -8,6 +8,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -226,39 +227,47 @@ std::vector<std::string> connectExpectingFailure(const TransportOptions& rank0, 
   return errors;
 }
 
-TEST(TcpTlsTest, WrongSecretFailsTheTlsHandshake) {
-  const auto errors = connectExpectingFailure(tlsOptions(true, "secret-A", milliseconds(1500)),
-                                              tlsOptions(true, "secret-B", milliseconds(1500)));
-  EXPECT_NE(errors[0].find("TLS with rank 1"), std::string::npos) << errors[0];
-  EXPECT_NE(errors[0].find("STRATA_JOB_SECRET"), std::string::npos) << errors[0];
+// A refused pair: rank 0 (the dialer) and rank 1 (the acceptor) disagree on the secret or
+// on encryption. The dialer fails at once naming the cause; the acceptor refuses the
+// connection and waits in vain for a good one, and its timeout error says why.
+struct RefusalCase {
+  const char* name;
+  bool dialerTls;
+  const char* dialerSecret;
+  bool acceptorTls;
+  const char* acceptorSecret;
+  std::vector<std::string> dialerSays;    // fragments of rank 0's error
+  std::vector<std::string> acceptorSays;  // fragments of rank 1's error, after "timeout: "
+};
+
+std::ostream& operator<<(std::ostream& os, const RefusalCase& c) { return os << c.name; }
+
+const RefusalCase kRefusals[] = {
+    {"WrongSecretFailsTheTlsHandshake", true, "secret-A", true, "secret-B",
+     {"TLS with rank 1", "STRATA_JOB_SECRET"}, {"rank(s) 0", "refused meanwhile", "claiming rank 0"}},
+    // The acceptor sees the Hello's flag differ from its own decision and refuses before any
+    // TLS byte, naming the setting.
+    {"EncryptionOnTheDialingSideOnly", true, "s", false, "s", {"rank 1", "encryption setting differs"},
+     {"encryption setting differs"}},
+    {"EncryptionOnTheAcceptingSideOnly", false, "s", true, "s", {"rank 1", "STRATA_TLS"}, {}},
+};
+
+class TcpTlsRefusal : public ::testing::TestWithParam<RefusalCase> {};
+
+TEST_P(TcpTlsRefusal, FailsClearlyOnBothSides) {
+  const RefusalCase& c = GetParam();
+  const auto errors = connectExpectingFailure(tlsOptions(c.dialerTls, c.dialerSecret, milliseconds(1500)),
+                                              tlsOptions(c.acceptorTls, c.acceptorSecret, milliseconds(1500)));
   EXPECT_EQ(errors[0].find("timeout: "), std::string::npos) << errors[0];
-  // Rank 1 refused the connection and waited in vain for a good one; its error says why.
+  for (const std::string& part : c.dialerSays) EXPECT_NE(errors[0].find(part), std::string::npos) << errors[0];
   EXPECT_NE(errors[1].find("timeout: "), std::string::npos) << errors[1];
-  EXPECT_NE(errors[1].find("rank(s) 0"), std::string::npos) << errors[1];
-  EXPECT_NE(errors[1].find("refused meanwhile"), std::string::npos) << errors[1];
-  EXPECT_NE(errors[1].find("claiming rank 0"), std::string::npos) << errors[1];
+  for (const std::string& part : c.acceptorSays) EXPECT_NE(errors[1].find(part), std::string::npos) << errors[1];
 }
 
-// Encryption on one side only: the acceptor sees the Hello's flag differ from its own
-// decision and refuses before any TLS byte, naming the setting.
-TEST(TcpTlsTest, EncryptionOnTheDialingSideOnlyFailsClearly) {
-  const auto errors = connectExpectingFailure(tlsOptions(true, "s", milliseconds(1500)),
-                                              tlsOptions(false, "s", milliseconds(1500)));
-  EXPECT_NE(errors[0].find("rank 1"), std::string::npos) << errors[0];
-  EXPECT_NE(errors[0].find("encryption setting differs"), std::string::npos) << errors[0];
-  EXPECT_EQ(errors[0].find("timeout: "), std::string::npos) << errors[0];
-  EXPECT_NE(errors[1].find("timeout: "), std::string::npos) << errors[1];
-  EXPECT_NE(errors[1].find("encryption setting differs"), std::string::npos) << errors[1];
-}
-
-TEST(TcpTlsTest, EncryptionOnTheAcceptingSideOnlyFailsClearly) {
-  const auto errors = connectExpectingFailure(tlsOptions(false, "s", milliseconds(1500)),
-                                              tlsOptions(true, "s", milliseconds(1500)));
-  EXPECT_NE(errors[0].find("rank 1"), std::string::npos) << errors[0];
-  EXPECT_NE(errors[0].find("STRATA_TLS"), std::string::npos) << errors[0];
-  EXPECT_EQ(errors[0].find("timeout: "), std::string::npos) << errors[0];
-  EXPECT_NE(errors[1].find("timeout: "), std::string::npos) << errors[1];
-}
+INSTANTIATE_TEST_SUITE_P(TcpTlsTest, TcpTlsRefusal, ::testing::ValuesIn(kRefusals),
+                         [](const ::testing::TestParamInfo<RefusalCase>& info) {
+                           return std::string(info.param.name);
+                         });
 
 }  // namespace
 }  // namespace strata::transport
