@@ -23,9 +23,13 @@ TEST(Intervals, UnionIntersectionDifference) {
   EXPECT_EQ(lengthUs(intersect(a, b)), 5 + 2 + 1);
   EXPECT_EQ(lengthUs(subtract(a, b)), lengthUs(a) - 8);
   const IntervalSet d = subtract(a, b);
-  ASSERT_EQ(d.size(), 4u);  // [0,10) [22,25) [26,31)... and nothing of [10,15)
+  ASSERT_EQ(d.size(), 3u);  // [0,10) [22,25) [26,31), and nothing of [10,15)
+  EXPECT_EQ(d[0].startUs, 0);
   EXPECT_EQ(d[0].endUs, 10);
   EXPECT_EQ(d[1].startUs, 22);
+  EXPECT_EQ(d[1].endUs, 25);
+  EXPECT_EQ(d[2].startUs, 26);
+  EXPECT_EQ(d[2].endUs, 31);
   EXPECT_EQ(lengthUs(clip(a, 12, 21)), 3 + 1);
   EXPECT_TRUE(subtract(b, unite({{0, 100}})).empty());
 }
