@@ -253,9 +253,10 @@ void Communicator::failAndRethrow(const CollSignature& sig, std::exception_ptr e
       secondary ? c10::str(describe(sig), " failed because rank ", firstRecord.substr(bar1 + 1, bar2 - bar1 - 1),
                            " failed first: ", firstRecord.substr(bar2 + 1), " (here: ", mine, ")")
                 : mine;
-  failure_ = text;  // written once, before failed_ publishes it to other threads
-  failed_ = true;
   const char finalKind = secondary ? firstRecord[0] : kind;
+  failure_ = text;  // written once, before failed_ publishes it to other threads
+  lostPeer_ = finalKind != 'M' && finalKind != 'T';
+  failed_ = true;
   // 2. The flight recorder's dump, before the peers are told: they may exit (and a
   // launcher kill this rank) as soon as they know.
   reportFlightFailure(flightTrigger(finalKind, secondary ? nullptr : &error), describe(sig), text);
@@ -275,6 +276,7 @@ void Communicator::failAndRethrow(const CollSignature& sig, std::exception_ptr e
 
 void Communicator::abort(const std::string& reason) {
   failure_ = reason;
+  lostPeer_ = true;  // the peers see this rank as gone
   failed_ = true;
   if (shm_) shm_->abort(topo_.rank, reason);
   closeConnections(c10::str("rank ", topo_.rank, " aborted the group: ", reason), transport::CloseReason::kNetwork);

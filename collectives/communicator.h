@@ -80,6 +80,9 @@ class Communicator {
   uint64_t sequenceNumber() const { return seq_; }
   // Whether a collective failed (the group is unusable).
   bool failed() const { return failed_.load(); }
+  // Whether it failed because a peer died or a link broke (not a mismatch or a time-out):
+  // then some rank may never reach a job-wide barrier again (see strata::finalize).
+  bool lostPeer() const { return failed_.load() && lostPeer_; }
 
   // `enqueued`: the flight record made when the call was queued (flightEnqueued), which
   // the call takes over when it runs; none for a call made at once.
@@ -154,6 +157,7 @@ class Communicator {
   uint64_t seq_ = 0;
   std::atomic<bool> failed_{false};
   std::string failure_;  // written before failed_ is set
+  bool lostPeer_ = false;  // likewise
   AllReduceAlgo lastAlgo_ = AllReduceAlgo::kTcpRing;
   bool warnedForcedAlgo_ = false;
   Scratch scratch_, packed_;

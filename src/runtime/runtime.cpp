@@ -442,8 +442,17 @@ void finalize() {
   stopRules(*state);
   runtime::uninstallStopSignalHandlers();
   const bool mpi = state->launch.kind == runtime::LaunchKind::kMpi;
+  // MPI_Finalize is a job-wide fence: after a peer died it may wait for that rank forever
+  // (mpirun --enable-recovery keeps the survivors running; Open MPI 4.1 then hangs in about
+  // one run in five). The job has failed anyway, and mpirun reports a rank that exits without
+  // MPI_Finalize as failed, so the survivors leave without it.
+  const bool lostPeer = state->world && state->world->communicator().lostPeer();
   state.reset();
-  if (mpi) bootstrap::mpiFinalize();
+  if (mpi && lostPeer) {
+    STRATA_LOG(kWarn, kInit, "finalize: a peer was lost; MPI_Finalize skipped (its fence would wait for it)");
+  } else if (mpi) {
+    bootstrap::mpiFinalize();
+  }
 }
 
 bool isInitialized() {

@@ -166,12 +166,10 @@ TEST(TcpTransportTest, ManyMessagesFromSeparateSendAndRecvThreads) {
   });
 }
 
-// One message larger than 2^31 bytes (send(2) takes at most INT_MAX per call). Opt-in:
-// it needs 4.3 GiB of memory, more than CI machines spare. STRATA_TEST_HUGE=1 enables it.
+// One message larger than 2^31 bytes (send(2) takes at most INT_MAX per call). It needs
+// 4.3 GiB of memory (the machines this project targets have 24 GiB) and a few seconds; the
+// transport tests run alone (label unit-serial), so it never competes with another test.
 TEST(TcpTransportTest, MessageLargerThan2GiB) {
-  const char* enabled = std::getenv("STRATA_TEST_HUGE");
-  if (enabled == nullptr || std::string(enabled) != "1")
-    GTEST_SKIP() << "set STRATA_TEST_HUGE=1 to run";
   const size_t numBytes = (size_t{1} << 31) + 4099;
   auto store = bootstrap::makeHashStore();
   runRanks(2, [&](int rank) {
