@@ -286,9 +286,10 @@ TEST_P(CheckpointModes, ExternalSigtermToOneRankStopsBothWithACheckpoint) {
 }
 
 // SIGKILL of a random rank at a random moment (during a step or a checkpoint write); `strata
-// run` restarts the job, which resumes from the newest complete checkpoint. 10 runs per
-// checkpoint kind, 20 in all (STRATA_SIGKILL_RUNS=N runs N per kind, for a longer soak).
-TEST_P(CheckpointModes, SigkillOfARandomRankTenRunsPerKindRestartAndFinishExactly) {
+// run` restarts the job, which resumes from the newest complete checkpoint. 5 runs per
+// checkpoint kind, 10 in all; every run of the suite draws new victims and moments (the seed
+// is printed), so CI runs add up to a soak (STRATA_SIGKILL_RUNS=N runs N per kind at once).
+TEST_P(CheckpointModes, SigkillOfARandomRankAtRandomMomentsRestartAndFinishExactly) {
   const uint64_t seed = testSeed();
   std::mt19937_64 rng(seed);
   std::cout << "seed " << seed << " (STRATA_TEST_SEED reproduces)" << std::endl;
@@ -296,7 +297,7 @@ TEST_P(CheckpointModes, SigkillOfARandomRankTenRunsPerKindRestartAndFinishExactl
   const std::string expected = reference(flags, name("sigkill-reference"));
   ASSERT_EQ(expected.size(), 64u);
   const char* runsEnv = std::getenv("STRATA_SIGKILL_RUNS");
-  const int kRuns = runsEnv ? std::max(1, std::atoi(runsEnv)) : 10;
+  const int kRuns = runsEnv ? std::max(1, std::atoi(runsEnv)) : 5;
   int restarted = 0;
   for (int i = 0; i < kRuns; ++i) {
     const std::string dir = freshDir(name("sigkill-" + std::to_string(i)));

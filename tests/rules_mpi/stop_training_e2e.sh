@@ -158,7 +158,9 @@ out = sys.argv[1]
 lb = json.load(open(out + "/LoadBalancing.json"))["Details"]
 ranks = lb["ranks"]
 assert ranks["0"]["compute_s"] > 4 * ranks["1"]["compute_s"], ranks
-assert ranks["1"]["wait_s"] > 4 * ranks["0"]["wait_s"], ranks
+# Rank 1 waits for rank 0's stage; rank 0 waits too when other jobs take its core (seen: 4.0x
+# under a load of 7 on the 2 cores, far more on a quiet machine).
+assert ranks["1"]["wait_s"] > 2 * ranks["0"]["wait_s"], ranks
 # Compute is unbalanced, step times are not (the pipeline makes both ranks wait for each
 # other). Quiet: compute 0.95, step 0.001; with other jobs on the 2 cores the step spread
 # reached 0.23, hence the relative bound.

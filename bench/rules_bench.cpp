@@ -2,14 +2,8 @@
 // per tick, ~11 M) plus ~1 M framework events, through every bottleneck rule (ProfilerReport),
 // generated lazily in time order (nothing but the engine's open windows in memory).
 //
-// This file lives in rules/ (bench/ has another owner) and the library globs rules/**/*.cpp, so
-// the program is compiled only with -DSTRATA_RULES_BENCH. Build and run by hand (one line):
-//   c++ -O2 -std=c++17 -DSTRATA_RULES_BENCH -Iinclude -Isrc -I. -Ibuild/generated
-//       rules/bench/rules_bench.cpp build/libstrata_rules.a build/libstrata_profiler.a
-//       build/libstrata_debugger.a build/libstrata_core.a -lc10 -lprotobuf -lz -ldl -lpthread
-//       -o /tmp/rules_bench && /tmp/rules_bench [hours] [ranks]
+// bench/run_rules.sh runs it and keeps the output: `rules_bench [hours] [ranks]`.
 // Prints "# rules 24h x 64 ranks seconds: N" and "# rules 24h x 64 ranks peak GiB: N".
-#ifdef STRATA_RULES_BENCH
 
 #include <sys/resource.h>
 
@@ -136,4 +130,3 @@ int main(int argc, char** argv) {
   return 0;
 }
 
-#endif  // STRATA_RULES_BENCH
