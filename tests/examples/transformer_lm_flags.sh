@@ -4,7 +4,8 @@
 #   transformer_lm_flags.sh MPIEXEC EXAMPLE EXAMPLE_DIR
 set -euo pipefail
 MPIEXEC="$1"; EXAMPLE="$2"; CONFIGS="$3"
-workdir=$(mktemp -d); trap 'rm -rf "$workdir"' EXIT; cd "$workdir"
+source "$(dirname "$0")/lib.sh"
+in_scratch_dir
 # tiny FLAG VALUE ...: a tiny model's flags with the given ones replacing the defaults (CLI11
 # refuses an option given twice).
 tiny() {
