@@ -16,6 +16,7 @@
 
 #include "bootstrap/store.h"
 #include "core/errors.h"
+#include "core/hex.h"
 #include "core/rank_tag.h"
 #include "transport/tcp/tls.h"
 #include "transport/transport.h"
@@ -96,13 +97,7 @@ TEST(TlsKeyTest, PskIsHkdfOfTheSecret) {
   // Golden value: RFC 5869 HKDF-SHA256 in Python (tests/core/auth_test.cpp), salt
   // b"strata job secret v1", info b"strata tls psk v1".
   const auto key = tcp::derivePsk("job-42");
-  std::string hex;
-  for (uint8_t b : key) {
-    static const char* digits = "0123456789abcdef";
-    hex += digits[b >> 4];
-    hex += digits[b & 15];
-  }
-  EXPECT_EQ(hex, "5ca4d0ccd5fcfe25c4721715a0f8609f76230a0aa9f1f7242aac42b08eb9c5d5");
+  EXPECT_EQ(toHex(key), "5ca4d0ccd5fcfe25c4721715a0f8609f76230a0aa9f1f7242aac42b08eb9c5d5");
   EXPECT_NE(tcp::derivePsk("job-43"), key);
 }
 
