@@ -1,6 +1,6 @@
-// Shared by the store tests (HashStore, TcpStore and its authentication): the loopback
-// address and default wait of the TcpStore tests, elapsed time, and the contract every Store
-// keeps for a key nobody sets.
+// Shared by the store tests (HashStore, TcpStore and its authentication) and the transport
+// tests that time their waits: the loopback address, the default wait, elapsed time, and the
+// contract every Store keeps for a key nobody sets.
 #pragma once
 
 #include <gtest/gtest.h>

@@ -15,6 +15,7 @@
 #include "core/errors.h"
 #include "core/rank_tag.h"
 #include "transport/transport.h"
+#include "transport/store_testing.h"
 #include "transport/transport_testing.h"
 
 namespace strata::transport {
@@ -24,14 +25,10 @@ using bootstrap::Store;
 using testing::connectRank;
 using testing::RankEnd;
 using testing::runRanks;
-using Clock = std::chrono::steady_clock;
+using bootstrap::testing::Clock;
+using bootstrap::testing::elapsedSince;
+using bootstrap::testing::kTimeout;
 using std::chrono::milliseconds;
-
-constexpr milliseconds kTimeout{5000};
-
-milliseconds elapsedSince(Clock::time_point start) {
-  return std::chrono::duration_cast<milliseconds>(Clock::now() - start);
-}
 
 TransportOptions loopbackOptions(milliseconds timeout = kTimeout, std::string secret = "") {
   TransportOptions opts;
@@ -40,6 +37,16 @@ TransportOptions loopbackOptions(milliseconds timeout = kTimeout, std::string se
   opts.advertiseHost = "127.0.0.1";
   opts.jobSecret = std::move(secret);
   return opts;
+}
+
+// Two ranks as threads of this process, connected over loopback TCP through a fresh
+// HashStore: fn(rank, its end, the store) runs on each.
+void runConnectedPair(const std::function<void(int rank, RankEnd& end, bootstrap::Store& store)>& fn) {
+  auto store = bootstrap::makeHashStore();
+  runRanks(2, [&](int rank) {
+    RankEnd end = connectRank(*store, rank, 2, loopbackOptions());
+    fn(rank, end, *store);
+  });
 }
 
 uint64_t mix(uint64_t x) {  // splitmix64: cheap, and every word differs
@@ -140,9 +147,7 @@ INSTANTIATE_TEST_SUITE_P(WorldSizesAndSizes, TcpRingTest,
 // receive threads on each rank (the pipeline's pattern).
 TEST(TcpTransportTest, ManyMessagesFromSeparateSendAndRecvThreads) {
   constexpr int kMessages = 300;
-  auto store = bootstrap::makeHashStore();
-  runRanks(2, [&](int rank) {
-    RankEnd end = connectRank(*store, rank, 2, loopbackOptions());
+  runConnectedPair([&](int rank, RankEnd& end, bootstrap::Store& /*store*/) {
     Connection& peer = *end.byPeer[1 - rank];
     std::thread sender([&] {
       std::vector<std::vector<uint8_t>> buffers(kMessages);
@@ -206,9 +211,7 @@ class TcpMismatchTest : public ::testing::TestWithParam<MismatchCase> {};
 
 TEST_P(TcpMismatchTest, ReceiverThrowsMismatchErrorNamingPeerTagsAndBytes) {
   const MismatchCase c = GetParam();
-  auto store = bootstrap::makeHashStore();
-  runRanks(2, [&](int rank) {
-    RankEnd end = connectRank(*store, rank, 2, loopbackOptions());
+  runConnectedPair([&](int rank, RankEnd& end, bootstrap::Store& store) {
     if (rank == 0) {
       std::vector<uint8_t> data(c.sentBytes, 1);
       try {
@@ -220,7 +223,7 @@ TEST_P(TcpMismatchTest, ReceiverThrowsMismatchErrorNamingPeerTagsAndBytes) {
       // instead of hanging.
       uint8_t byte = 0;
       expectPromptNetworkError(end.byPeer[1]->postRecv(&byte, 1, 1));
-      bootstrap::storeBarrier(*store, "done", 2, kTimeout);
+      bootstrap::storeBarrier(store, "done", 2, kTimeout);
       return;
     }
     std::vector<uint8_t> data(c.expectedBytes);
@@ -248,7 +251,7 @@ TEST_P(TcpMismatchTest, ReceiverThrowsMismatchErrorNamingPeerTagsAndBytes) {
     // A mismatch leaves closing to the owner (which first tells its peers why); rank 0
     // must learn of it from that close, not from our transport going away.
     end.byPeer[0]->close("mismatch reported");
-    bootstrap::storeBarrier(*store, "done", 2, kTimeout);
+    bootstrap::storeBarrier(store, "done", 2, kTimeout);
   });
 }
 
@@ -294,9 +297,7 @@ TEST(TcpTransportTest, PeerDestroyedMidwayFailsPendingAndLaterOpsWithNetworkErro
 }
 
 TEST(TcpTransportTest, RecvThatNeverComesTimesOut) {
-  auto store = bootstrap::makeHashStore();
-  runRanks(2, [&](int rank) {
-    RankEnd end = connectRank(*store, rank, 2, loopbackOptions());
+  runConnectedPair([&](int rank, RankEnd& end, bootstrap::Store& store) {
     if (rank == 1) {
       std::vector<uint8_t> data(512);
       auto recv = end.byPeer[0]->postRecv(data.data(), data.size(), 3);
@@ -315,7 +316,7 @@ TEST(TcpTransportTest, RecvThatNeverComesTimesOut) {
       EXPECT_FALSE(recv->done());
     }
     // Rank 0 keeps its transport alive until rank 1 has seen the timeout.
-    bootstrap::storeBarrier(*store, "done", 2, kTimeout);
+    bootstrap::storeBarrier(store, "done", 2, kTimeout);
   });
 }
 
@@ -369,9 +370,7 @@ TEST(TcpTransportTest, MissingPeerTimesOutNamingIt) {
 }
 
 TEST(TcpTransportTest, DestroyingAPendingOpFailsTheConnectionInsteadOfCorruptingMemory) {
-  auto store = bootstrap::makeHashStore();
-  runRanks(2, [&](int rank) {
-    RankEnd end = connectRank(*store, rank, 2, loopbackOptions());
+  runConnectedPair([&](int rank, RankEnd& end, bootstrap::Store& store) {
     if (rank == 1) {
       {
         std::vector<uint8_t> doomed(1024);
@@ -380,7 +379,7 @@ TEST(TcpTransportTest, DestroyingAPendingOpFailsTheConnectionInsteadOfCorrupting
       std::vector<uint8_t> later(1024);
       expectPromptNetworkError(end.byPeer[0]->postRecv(later.data(), later.size(), 2));
     }
-    bootstrap::storeBarrier(*store, "done", 2, kTimeout);
+    bootstrap::storeBarrier(store, "done", 2, kTimeout);
   });
 }
 
@@ -394,14 +393,12 @@ namespace {
 // receive fails with the matching error type and the reason text.
 TEST(TcpTransportTest, CloseTellsThePeerWhyWithTheErrorType) {
   for (CloseReason reason : {CloseReason::kNetwork, CloseReason::kTimeout, CloseReason::kMismatch}) {
-    auto store = bootstrap::makeHashStore();
     std::atomic<int> checked{0};
-    runRanks(2, [&](int rank) {
-      RankEnd end = connectRank(*store, rank, 2, loopbackOptions());
-      bootstrap::storeBarrier(*store, "connected", 2, kTimeout);
+    runConnectedPair([&](int rank, RankEnd& end, bootstrap::Store& store) {
+      bootstrap::storeBarrier(store, "connected", 2, kTimeout);
       if (rank == 0) {
         end.byPeer[1]->close("rank 0 saw something wrong", reason);
-        bootstrap::storeBarrier(*store, "done", 2, kTimeout);
+        bootstrap::storeBarrier(store, "done", 2, kTimeout);
         return;
       }
       std::vector<uint8_t> data(64);
@@ -422,7 +419,7 @@ TEST(TcpTransportTest, CloseTellsThePeerWhyWithTheErrorType) {
         EXPECT_NE(std::string(e.what()).find("rank 0 saw something wrong"), std::string::npos) << e.what();
         ++checked;
       }
-      bootstrap::storeBarrier(*store, "done", 2, kTimeout);
+      bootstrap::storeBarrier(store, "done", 2, kTimeout);
     });
     EXPECT_EQ(checked.load(), 1);
   }
