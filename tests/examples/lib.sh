@@ -1,6 +1,6 @@
-# Shared by the example end-to-end scripts (sourced after MPIEXEC and EXAMPLE are set): a
-# scratch folder, runs of the example under mpiexec, and checks on its final line
-# ("final: step=... loss=... accuracy=... params_sha256=...").
+# Shared by the example end-to-end scripts (sourced): a scratch folder, runs of the example
+# under mpiexec (MPIEXEC and EXAMPLE set by the script, or by transformer_lm_start), and
+# checks on its final line ("final: step=... loss=... accuracy=... params_sha256=...").
 
 # Into a fresh folder, removed when the script exits (the example writes runs/ there).
 in_scratch_dir() {
@@ -35,6 +35,17 @@ accuracy_at_least() {
   accuracy=$(sed -E 's/.*accuracy=([0-9.]+).*/\1/' <<<"$1")
   echo "accuracy after $3: $accuracy"
   awk -v a="$accuracy" -v min="$2" 'BEGIN { exit !(a >= min) }' || { echo "FAIL: accuracy $accuracy < $2"; exit 1; }
+}
+
+# The start of every transformer_lm script, run as `SCRIPT MPIEXEC EXAMPLE EXAMPLE_DIR`:
+# MPIEXEC, EXAMPLE and CONFIGS (the example's folder of job configs) set, in a scratch folder
+# that holds the pipeline-engine configs.
+transformer_lm_start() {
+  MPIEXEC="$1"
+  EXAMPLE="$2"
+  CONFIGS="$3"
+  in_scratch_dir
+  write_pipeline_configs
 }
 
 # The pipeline-engine configs the transformer_lm scripts compare against: p1.json (one

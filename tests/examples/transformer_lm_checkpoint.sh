@@ -10,12 +10,10 @@
 #   * a checkpoint of a different model is refused on every rank, naming the parameter.
 #   transformer_lm_checkpoint.sh MPIEXEC EXAMPLE EXAMPLE_DIR
 set -euo pipefail
-MPIEXEC="$1"; EXAMPLE="$2"; CONFIGS="$3"
 source "$(dirname "$0")/lib.sh"
-in_scratch_dir
+transformer_lm_start "$@"
 MODEL=(--layers 3 --d-model 32 --heads 2 --seq-len 16 --batch-size 8 --eval-batches 0 --seed 11)
 
-write_pipeline_configs
 
 kind_of() { sed -nE 's/.*"kind": *"([a-z]+)".*/\1/p' "$1"/step-000000000003/manifest.json; }
 

@@ -12,12 +12,10 @@
 # it only the summation order of the gradients differs): |Δloss| / loss <= 1e-4.
 #   transformer_lm_layouts.sh MPIEXEC EXAMPLE EXAMPLE_DIR
 set -euo pipefail
-MPIEXEC="$1"; EXAMPLE="$2"; CONFIGS="$3"
 source "$(dirname "$0")/lib.sh"
-in_scratch_dir
+transformer_lm_start "$@"
 MODEL=(--layers 2 --d-model 32 --heads 2 --seq-len 16 --batch-size 8 --max-steps 4 --eval-batches 1 --seed 7)
 
-write_pipeline_configs
 cat >p1dp2.json <<'EOF'
 {"output_dir": "runs/p1dp2", "modelparallel": {"enabled": true, "partitions": 1, "microbatches": 4, "ddp": true}}
 EOF

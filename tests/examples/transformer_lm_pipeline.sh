@@ -6,11 +6,9 @@
 # tied gradients were summed exactly as one process sums them. Lean: seconds.
 #   transformer_lm_pipeline.sh MPIEXEC EXAMPLE EXAMPLE_DIR
 set -euo pipefail
-MPIEXEC="$1"; EXAMPLE="$2"; CONFIGS="$3"
 source "$(dirname "$0")/lib.sh"
-in_scratch_dir
+transformer_lm_start "$@"
 MODEL=(--layers 2 --d-model 32 --heads 2 --seq-len 16 --batch-size 8 --max-steps 2 --eval-batches 1 --seed 7)
-write_pipeline_configs
 single=$(run_np 1 p1.json)
 pipe=$(run_np 2 "$CONFIGS/job_pipeline.json")
 grep -q '^final: step=2 ' <<<"$single" || { echo "FAIL: expected step=2: $single"; exit 1; }
