@@ -24,6 +24,7 @@ namespace {
 using bootstrap::Store;
 using testing::connectRank;
 using testing::RankEnd;
+using testing::runConnected;
 using testing::runRanks;
 using bootstrap::testing::Clock;
 using bootstrap::testing::elapsedSince;
@@ -39,14 +40,9 @@ TransportOptions loopbackOptions(milliseconds timeout = kTimeout, std::string se
   return opts;
 }
 
-// Two ranks as threads of this process, connected over loopback TCP through a fresh
-// HashStore: fn(rank, its end, the store) runs on each.
+// Two ranks as threads of this process, connected over loopback TCP.
 void runConnectedPair(const std::function<void(int rank, RankEnd& end, bootstrap::Store& store)>& fn) {
-  auto store = bootstrap::makeHashStore();
-  runRanks(2, [&](int rank) {
-    RankEnd end = connectRank(*store, rank, 2, loopbackOptions());
-    fn(rank, end, *store);
-  });
+  runConnected(2, loopbackOptions(), {}, fn);
 }
 
 uint64_t mix(uint64_t x) {  // splitmix64: cheap, and every word differs
@@ -107,9 +103,7 @@ TEST_P(TcpRingTest, BothDirectionsByteExact) {
   const size_t numBytes = std::get<1>(GetParam());
   constexpr uint64_t kRightTag = 100;
   constexpr uint64_t kLeftTag = 200;
-  auto store = bootstrap::makeHashStore();
-  runRanks(worldSize, [&](int rank) {
-    RankEnd end = connectRank(*store, rank, worldSize, loopbackOptions());
+  runConnected(worldSize, loopbackOptions(), {}, [&](int rank, RankEnd& end, bootstrap::Store&) {
     const int right = (rank + 1) % worldSize;
     const int left = (rank + worldSize - 1) % worldSize;
     std::vector<uint8_t> toRight(numBytes), toLeft(numBytes), fromLeft(numBytes),
@@ -147,7 +141,7 @@ INSTANTIATE_TEST_SUITE_P(WorldSizesAndSizes, TcpRingTest,
 // receive threads on each rank (the pipeline's pattern).
 TEST(TcpTransportTest, ManyMessagesFromSeparateSendAndRecvThreads) {
   constexpr int kMessages = 300;
-  runConnectedPair([&](int rank, RankEnd& end, bootstrap::Store& /*store*/) {
+  runConnectedPair([&](int rank, RankEnd& end, bootstrap::Store&) {
     Connection& peer = *end.byPeer[1 - rank];
     std::thread sender([&] {
       std::vector<std::vector<uint8_t>> buffers(kMessages);
@@ -178,9 +172,7 @@ TEST(TcpTransportTest, MessageLargerThan2GiB) {
   if (enabled == nullptr || std::string(enabled) != "1")
     GTEST_SKIP() << "set STRATA_TEST_HUGE=1 to run";
   const size_t numBytes = (size_t{1} << 31) + 4099;
-  auto store = bootstrap::makeHashStore();
-  runRanks(2, [&](int rank) {
-    RankEnd end = connectRank(*store, rank, 2, loopbackOptions(milliseconds(60000)));
+  runConnected(2, loopbackOptions(milliseconds(60000)), {}, [&](int rank, RankEnd& end, bootstrap::Store&) {
     std::vector<uint64_t> words(numBytes / 8 + 1);
     if (rank == 0) {
       for (size_t i = 0; i < words.size(); ++i) words[i] = mix(i);
@@ -265,10 +257,8 @@ INSTANTIATE_TEST_SUITE_P(TagsAndSizes, TcpMismatchTest,
 // ----- failures and timeouts -----------------------------------------------------------
 
 TEST(TcpTransportTest, PeerDestroyedMidwayFailsPendingAndLaterOpsWithNetworkError) {
-  auto store = bootstrap::makeHashStore();
-  runRanks(3, [&](int rank) {
-    RankEnd end = connectRank(*store, rank, 3, loopbackOptions());
-    bootstrap::storeBarrier(*store, "connected", 3, kTimeout);
+  runConnected(3, loopbackOptions(), {}, [&](int rank, RankEnd& end, bootstrap::Store& store) {
+    bootstrap::storeBarrier(store, "connected", 3, kTimeout);
     if (rank == 0) {
       std::this_thread::sleep_for(milliseconds(100));  // the others are waiting by now
       end.transport.reset();
@@ -343,9 +333,7 @@ TEST(TcpTransportTest, WrongJobSecretIsRefused) {
 }
 
 TEST(TcpTransportTest, MatchingJobSecretConnects) {
-  auto store = bootstrap::makeHashStore();
-  runRanks(3, [&](int rank) {
-    RankEnd end = connectRank(*store, rank, 3, loopbackOptions(kTimeout, "same-secret"));
+  runConnected(3, loopbackOptions(kTimeout, "same-secret"), {}, [&](int rank, RankEnd& end, bootstrap::Store&) {
     uint64_t out = rank, in = 99;
     const int right = (rank + 1) % 3;
     const int left = (rank + 2) % 3;
