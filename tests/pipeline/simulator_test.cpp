@@ -56,9 +56,9 @@ TEST(Simulator, SwappedSendOrderIsAMismatch) {
   const Instruction moved = ins[first];
   ins.erase(ins.begin() + static_cast<long>(first));
   ins.insert(ins.begin() + static_cast<long>(indexOf(programs[0], Op::kSendActivation, 1)) + 1, moved);
-  expectRejected(programs, 2, {"expects the activation of microbatch 0"});
-  EXPECT_TRUE(anyContains(r.errors, "the next message on that channel is the activation of microbatch 1"))
-      << joined(r.errors);
+  expectRejected(programs, 2,
+                 {"expects the activation of microbatch 0",
+                  "the next message on that channel is the activation of microbatch 1"});
 }
 
 TEST(Simulator, ReceiveBeforeSendOnBothSidesIsADeadlock) {
@@ -71,8 +71,7 @@ TEST(Simulator, ReceiveBeforeSendOnBothSidesIsADeadlock) {
   const Instruction moved = ins[recv];
   ins.erase(ins.begin() + static_cast<long>(recv));
   ins.insert(ins.begin() + static_cast<long>(send), moved);
-  expectRejected(programs, 2, {"deadlock: rank 0 waits", "deadlock: rank 1 waits"});
-  EXPECT_TRUE(anyContains(r.errors, "gradient of microbatch 0")) << joined(r.errors);
+  expectRejected(programs, 2, {"deadlock: rank 0 waits", "deadlock: rank 1 waits", "gradient of microbatch 0"});
 }
 
 TEST(Simulator, AMessageNobodyReceivesIsReported) {
