@@ -29,21 +29,6 @@ float* gBuf = nullptr;  // the in-place buffer of every implementation (Strata: 
 float* gDst = nullptr;  // memcpy destination
 float* gStrataBuf = nullptr;  // Strata's buffer: gBuf, or its shared buffer
 
-// Seeds `buf`, runs `op` once, counts elements differing from the exact sum.
-template <typename Op>
-int64_t checkAllreduce(float* buf, size_t count, uint32_t seed, Op op) {
-  const int rank = sb::mpiRank(), n = sb::mpiSize();
-  for (size_t i = 0; i < count; ++i) buf[i] = sb::seededValue(rank, i, seed);
-  op();
-  int64_t wrong = 0;
-  for (size_t i = 0; i < count; ++i) {
-    float expect = 0;
-    for (int r = 0; r < n; ++r) expect += sb::seededValue(r, i, seed);
-    wrong += buf[i] != expect;
-  }
-  return wrong;
-}
-
 std::string envOr(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
   return v && *v ? v : fallback;
@@ -59,7 +44,7 @@ sb::Impl strataImpl() {
   // The implementations' trials interleave, so the group's last call may have been
   // strata_private's: one more (untimed) call of the timed kind names the algorithm.
   return {"strata", false, run,
-          [run](size_t count, uint32_t seed) { return checkAllreduce(gStrataBuf, count, seed, [&] { run(count); }); },
+          [run](size_t count, uint32_t seed) { return sb::checkAllreduce(gStrataBuf, count, seed, [&] { run(count); }); },
           [run] {
             run(gStrataCount);
             return strata::world().lastAllreduceAlgorithm();
@@ -73,7 +58,7 @@ sb::Impl strataPrivateImpl() {
     strata::world().allreduce(gBuf, gBuf, count, strata::DType::kFloat32, strata::ReduceOp::kSum);
   };
   return {"strata_private", false, run,
-          [run](size_t count, uint32_t seed) { return checkAllreduce(gBuf, count, seed, [&] { run(count); }); },
+          [run](size_t count, uint32_t seed) { return sb::checkAllreduce(gBuf, count, seed, [&] { run(count); }); },
           {}};
 }
 
@@ -82,13 +67,13 @@ sb::Impl mpiImpl() {
     MPI_Allreduce(MPI_IN_PLACE, gBuf, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   };
   return {"mpi", false, run,
-          [run](size_t count, uint32_t seed) { return checkAllreduce(gBuf, count, seed, [&] { run(count); }); }, {}};
+          [run](size_t count, uint32_t seed) { return sb::checkAllreduce(gBuf, count, seed, [&] { run(count); }); }, {}};
 }
 
 sb::Impl glooImpl(std::shared_ptr<sb::GlooBaseline> gloo) {
   auto run = [gloo](size_t count) { gloo->allreduce(gBuf, count); };
   return {"gloo", false, run,
-          [run](size_t count, uint32_t seed) { return checkAllreduce(gBuf, count, seed, [&] { run(count); }); }, {}};
+          [run](size_t count, uint32_t seed) { return sb::checkAllreduce(gBuf, count, seed, [&] { run(count); }); }, {}};
 }
 
 sb::Impl memcpyImpl() {

@@ -96,4 +96,20 @@ inline float seededValue(int rank, size_t i, uint32_t seed) {
   return static_cast<float>(static_cast<int>((i * 7 + static_cast<size_t>(rank) * 13 + seed) & 15) - 8);
 }
 
+
+// Seeds `buf` with seededValue(this rank, i, seed), runs `op` (an in-place sum AllReduce of
+// `buf` over all ranks) once, and counts the elements that differ from the exact sum.
+template <typename Op>
+int64_t checkAllreduce(float* buf, size_t count, uint32_t seed, Op op) {
+  const int rank = mpiRank(), n = mpiSize();
+  for (size_t i = 0; i < count; ++i) buf[i] = seededValue(rank, i, seed);
+  op();
+  int64_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) {
+    float expect = 0;
+    for (int r = 0; r < n; ++r) expect += seededValue(r, i, seed);
+    wrong += buf[i] != expect;
+  }
+  return wrong;
+}
 }  // namespace strata::bench

@@ -30,28 +30,12 @@ namespace {
 
 float* gBuf = nullptr;
 
-int64_t checkAllreduce(size_t count, uint32_t seed) {
-  const int rank = sb::mpiRank(), n = sb::mpiSize();
-  for (size_t i = 0; i < count; ++i) gBuf[i] = sb::seededValue(rank, i, seed);
-  strata::world().allreduce(gBuf, gBuf, count, strata::DType::kFloat32, strata::ReduceOp::kSum);
-  int64_t wrong = 0;
-  for (size_t i = 0; i < count; ++i) {
-    float expect = 0;
-    for (int r = 0; r < n; ++r) expect += sb::seededValue(r, i, seed);
-    wrong += gBuf[i] != expect;
-  }
-  return wrong;
-}
-
 sb::Impl strataImpl(const char* name, bool recorder) {
   auto run = [recorder](size_t count) {
     strata::world().communicator().TEST_enableFlightRecorder(recorder);
     strata::world().allreduce(gBuf, gBuf, count, strata::DType::kFloat32, strata::ReduceOp::kSum);
   };
-  auto check = [recorder](size_t count, uint32_t seed) {
-    strata::world().communicator().TEST_enableFlightRecorder(recorder);
-    return checkAllreduce(count, seed);
-  };
+  auto check = [run](size_t count, uint32_t seed) { return sb::checkAllreduce(gBuf, count, seed, [&] { run(count); }); };
   return {name, false, run, check, [] { return strata::world().lastAllreduceAlgorithm(); }};
 }
 

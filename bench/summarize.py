@@ -100,18 +100,27 @@ def runs_main(names):
     print("\n".join(line for line, _ in ratios))
 
 
+def sweep_header(sizes):
+    return f"{'config':<20}{'n':>3}" + "".join(f"{label(b):>14}" for b in sizes)
+
+
+def runs_in_mode(data, configs, mode):
+    """(config, its runs in host mode `mode`) for each config that has any."""
+    for c in configs:
+        runs = [r for r in data[c] if r["mode"] == mode]
+        if runs:
+            yield c, runs
+
+
 def sweep_main(out, rounds, configs):
     med = statistics.median
     data = {c: [load(f"{out}/{c}_r{k}") for k in range(1, rounds + 1)] for c in configs}
     sizes = sorted({r["bytes"] for r in data[configs[0]][0]["rows"]})
     for mode in ("near", "far"):
         print(f"# host mode {mode}: Strata busbw GB/s, median over that mode's runs [algorithm]; n = runs")
-        print(f"{'config':<20}{'n':>3}" + "".join(f"{label(b):>14}" for b in sizes))
+        print(sweep_header(sizes))
         best = {}
-        for c in configs:
-            runs = [r for r in data[c] if r["mode"] == mode]
-            if not runs:
-                continue
+        for c, runs in runs_in_mode(data, configs, mode):
             line = f"{c:<20}{len(runs):>3}"
             for b in sizes:
                 bw = med([cell(r, b, 'strata')["busbw_gbs"] for r in runs])
@@ -129,11 +138,8 @@ def sweep_main(out, rounds, configs):
     for mode in ("near", "far"):
         for other in others:
             print(f"# host mode {mode}: busbw ratio strata/{other}, median of per-run ratios (min)")
-            print(f"{'config':<20}{'n':>3}" + "".join(f"{label(b):>14}" for b in sizes))
-            for c in configs:
-                runs = [r for r in data[c] if r["mode"] == mode]
-                if not runs:
-                    continue
+            print(sweep_header(sizes))
+            for c, runs in runs_in_mode(data, configs, mode):
                 line = f"{c:<20}{len(runs):>3}"
                 for b in sizes:
                     rs = [cell(r, b, "strata")["busbw_gbs"] / cell(r, b, other)["busbw_gbs"] for r in runs]

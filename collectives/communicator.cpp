@@ -416,26 +416,25 @@ void Communicator::barrier() {
   });
 }
 
-std::unique_ptr<transport::PendingOp> Communicator::postSend(const void* data, size_t numBytes, int peer,
-                                                             uint64_t tag) {
-  STRATA_CHECK(peer >= 0 && peer < topo_.worldSize && peer != topo_.rank, "send to invalid peer ", peer,
+flight::Ticket Communicator::startP2p(flight::Op kind, size_t numBytes, int peer, uint64_t tag) {
+  const char* toOrFrom = kind == flight::Op::kSend ? "send to" : "recv from";
+  STRATA_CHECK(peer >= 0 && peer < topo_.worldSize && peer != topo_.rank, toOrFrom, " invalid peer ", peer,
                " (group of ", topo_.worldSize, ", self ", topo_.rank, ")");
   STRATA_CHECK(!conns_.empty(), "point-to-point needs TCP connections, which this group was built without");
-  if (failed_.load()) STRATA_THROW(NetworkError, "send to rank ", peer, ": the group failed earlier: ", failure_);
-  const flight::Ticket ticket = flightP2p(flight::Op::kSend, numBytes, peer, tag);
-  auto op = conns_[peer]->postSend(data, numBytes, tag);
-  return ticket.id != 0 ? wrapP2p(std::move(op), ticket, flight::Op::kSend, numBytes, peer, tag) : std::move(op);
+  if (failed_.load()) STRATA_THROW(NetworkError, toOrFrom, " rank ", peer, ": the group failed earlier: ", failure_);
+  return flightP2p(kind, numBytes, peer, tag);
+}
+
+std::unique_ptr<transport::PendingOp> Communicator::postSend(const void* data, size_t numBytes, int peer,
+                                                             uint64_t tag) {
+  const flight::Ticket ticket = startP2p(flight::Op::kSend, numBytes, peer, tag);
+  return wrapP2p(conns_[peer]->postSend(data, numBytes, tag), ticket, flight::Op::kSend, numBytes, peer, tag);
 }
 
 std::unique_ptr<transport::PendingOp> Communicator::postRecv(void* data, size_t numBytes, int peer,
                                                              uint64_t tag) {
-  STRATA_CHECK(peer >= 0 && peer < topo_.worldSize && peer != topo_.rank, "recv from invalid peer ", peer,
-               " (group of ", topo_.worldSize, ", self ", topo_.rank, ")");
-  STRATA_CHECK(!conns_.empty(), "point-to-point needs TCP connections, which this group was built without");
-  if (failed_.load()) STRATA_THROW(NetworkError, "recv from rank ", peer, ": the group failed earlier: ", failure_);
-  const flight::Ticket ticket = flightP2p(flight::Op::kRecv, numBytes, peer, tag);
-  auto op = conns_[peer]->postRecv(data, numBytes, tag);
-  return ticket.id != 0 ? wrapP2p(std::move(op), ticket, flight::Op::kRecv, numBytes, peer, tag) : std::move(op);
+  const flight::Ticket ticket = startP2p(flight::Op::kRecv, numBytes, peer, tag);
+  return wrapP2p(conns_[peer]->postRecv(data, numBytes, tag), ticket, flight::Op::kRecv, numBytes, peer, tag);
 }
 
 }  // namespace strata::collectives

@@ -133,6 +133,10 @@ class Communicator {
   // Flight recording of point-to-point ops and failures (communicator_flight.cpp).
   void joinFlightRecorder();
   flight::Ticket flightP2p(flight::Op kind, size_t numBytes, int peer, uint64_t tag);
+  // What every send/recv checks before it is posted (a valid peer, TCP connections, a group
+  // that has not failed; throws naming the peer), then its flight recorder ticket.
+  flight::Ticket startP2p(flight::Op kind, size_t numBytes, int peer, uint64_t tag);
+  // The posted op, recorded when the ticket is live (id != 0), as it is otherwise.
   std::unique_ptr<transport::PendingOp> wrapP2p(std::unique_ptr<transport::PendingOp> op, flight::Ticket ticket,
                                                 flight::Op kind, size_t numBytes, int peer, uint64_t tag);
   void reportFlightFailure(const std::string& trigger, const std::string& op, const std::string& message);

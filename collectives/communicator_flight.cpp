@@ -133,6 +133,7 @@ flight::Ticket Communicator::flightP2p(flight::Op kind, size_t numBytes, int pee
 std::unique_ptr<transport::PendingOp> Communicator::wrapP2p(std::unique_ptr<transport::PendingOp> op,
                                                             flight::Ticket ticket, flight::Op kind,
                                                             size_t numBytes, int peer, uint64_t tag) {
+  if (ticket.id == 0) return op;
   const RecordedOp::Desc desc{kind, flightP2p_->worldRanks[peer], numBytes, tag};
   return std::make_unique<RecordedOp>(std::move(op), flightP2p_, ticket, desc);
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "collectives/dtype_dispatch.h"
 #include "core/errors.h"
 
 namespace strata::collectives {
@@ -133,24 +134,6 @@ void finishAvgTyped(T* data, size_t count, int divisor) {
       data[i] = fromAcc<T, Acc>(toAcc<Acc>(data[i]) / static_cast<Acc>(divisor));
     }
   }
-}
-
-template <typename Fn>
-void dispatchDType(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::kFloat32: return fn(float{});
-    case DType::kFloat64: return fn(double{});
-    case DType::kFloat16: return fn(c10::Half{});
-    case DType::kBFloat16: return fn(c10::BFloat16{});
-    case DType::kInt32: return fn(int32_t{});
-    case DType::kInt64: return fn(int64_t{});
-    case DType::kUInt8: return fn(uint8_t{});
-    case DType::kInt8:
-    case DType::kInt16:
-    case DType::kBool:
-    case DType::kString: break;  // refused where the collective starts (isCollectiveDType)
-  }
-  STRATA_THROW(Error, "reduction of ", dtypeName(dtype), " buffers is not supported");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "core/errors.h"
+#include "core/named_values.h"
 #include "pipeline/plan.h"
 
 namespace strata::pipeline {
@@ -202,15 +203,11 @@ void checkInputs(const std::vector<LayerCost>& layers, int stages, const Partiti
 
 }  // namespace
 
-Objective parseObjective(const std::string& name) {
-  if (name == "speed") return Objective::kSpeed;
-  if (name == "memory") return Objective::kMemory;
-  STRATA_THROW(ConfigError, "optimize: unknown value \"", name, "\" (expected speed or memory)");
-}
+constexpr NamedValue<Objective> kObjectives[] = {{Objective::kSpeed, "speed"}, {Objective::kMemory, "memory"}};
 
-const char* objectiveName(Objective objective) {
-  return objective == Objective::kSpeed ? "speed" : "memory";
-}
+Objective parseObjective(const std::string& name) { return parseNamed(kObjectives, name, "optimize: unknown value"); }
+
+const char* objectiveName(Objective objective) { return nameOf(kObjectives, objective); }
 
 Partition evaluateBounds(const std::vector<LayerCost>& layers, const std::vector<int>& bounds,
                          const PartitionOptions& options) {

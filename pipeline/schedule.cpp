@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/errors.h"
+#include "core/named_values.h"
 
 namespace strata::pipeline {
 namespace {
@@ -270,15 +271,14 @@ std::vector<Program> lower(const ScheduleSpec& spec, const ComputeOrder& order) 
 
 }  // namespace
 
+constexpr NamedValue<ScheduleKind> kScheduleKinds[] = {{ScheduleKind::kSimple, "simple"},
+                                                       {ScheduleKind::kInterleaved, "interleaved"}};
+
 ScheduleKind parseScheduleKind(const std::string& name) {
-  if (name == "simple") return ScheduleKind::kSimple;
-  if (name == "interleaved") return ScheduleKind::kInterleaved;
-  STRATA_THROW(ConfigError, "pipeline: unknown schedule \"", name, "\" (expected simple or interleaved)");
+  return parseNamed(kScheduleKinds, name, "pipeline: unknown schedule");
 }
 
-const char* scheduleKindName(ScheduleKind kind) {
-  return kind == ScheduleKind::kSimple ? "simple" : "interleaved";
-}
+const char* scheduleKindName(ScheduleKind kind) { return nameOf(kScheduleKinds, kind); }
 
 void validateSpec(const ScheduleSpec& spec) {
   if (spec.partitions < 1) STRATA_THROW(ConfigError, "partitions must be >= 1, got ", spec.partitions);

@@ -1,18 +1,17 @@
 #include "pipeline/topology.h"
 
 #include "core/errors.h"
+#include "core/named_values.h"
 
 namespace strata::pipeline {
 
+constexpr NamedValue<Placement> kPlacements[] = {{Placement::kCluster, "cluster"}, {Placement::kSpread, "spread"}};
+
 Placement parsePlacement(const std::string& name) {
-  if (name == "cluster") return Placement::kCluster;
-  if (name == "spread") return Placement::kSpread;
-  STRATA_THROW(ConfigError, "placement_strategy: unknown value \"", name, "\" (expected cluster or spread)");
+  return parseNamed(kPlacements, name, "placement_strategy: unknown value");
 }
 
-const char* placementName(Placement placement) {
-  return placement == Placement::kCluster ? "cluster" : "spread";
-}
+const char* placementName(Placement placement) { return nameOf(kPlacements, placement); }
 
 Topology makeTopology(int worldSize, int partitions, Placement placement) {
   if (worldSize < 1) STRATA_THROW(ConfigError, "world size must be >= 1, got ", worldSize);

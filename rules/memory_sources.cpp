@@ -23,8 +23,7 @@ StepInfo& MemoryTrial::stepInfo(int64_t step, Mode mode, int64_t modeStep, doubl
 void MemoryTrial::add(int64_t step, const std::string& name, TensorValue value, Mode mode, int64_t modeStep,
                       double wallTimeSec) {
   stepInfo(step, mode, modeStep, wallTimeSec);
-  if (value.shape.empty() && value.data.size() != 1) value.shape = {static_cast<int64_t>(value.data.size())};
-  values_[{name, step}] = std::move(value);
+  data_.putValue(name, step, std::move(value));
   names_.insert(name);
 }
 
@@ -35,7 +34,7 @@ void MemoryTrial::addScalar(int64_t step, const std::string& name, double v, Mod
 void MemoryTrial::addReduction(int64_t step, const std::string& name, const std::string& op, bool abs, double v,
                                Mode mode) {
   stepInfo(step, mode, -1, std::numeric_limits<double>::quiet_NaN());
-  reductions_[{name, step, op, abs}] = v;
+  data_.putReduction(name, step, op, abs, v);
   names_.insert(name);
 }
 
@@ -60,25 +59,6 @@ std::vector<StepInfo> MemoryTrial::steps() const {
   std::vector<StepInfo> out;
   for (const auto& kv : steps_) out.push_back(kv.second);
   return out;
-}
-
-bool MemoryTrial::hasTensor(const std::string& name, int64_t step) const {
-  if (values_.count({name, step})) return true;
-  auto it = reductions_.lower_bound({name, step, std::string(), false});
-  return it != reductions_.end() && std::get<0>(it->first) == name && std::get<1>(it->first) == step;
-}
-
-std::optional<TensorValue> MemoryTrial::value(const std::string& name, int64_t step) const {
-  auto it = values_.find({name, step});
-  if (it == values_.end()) return std::nullopt;
-  return it->second;
-}
-
-std::optional<double> MemoryTrial::reduction(const std::string& name, int64_t step, const std::string& op,
-                                             bool abs) const {
-  auto it = reductions_.find({name, step, op, abs});
-  if (it == reductions_.end()) return std::nullopt;
-  return it->second;
 }
 
 std::optional<double> MemoryTrial::lastUpdateSec() const {

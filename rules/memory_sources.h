@@ -12,10 +12,11 @@
 #include <vector>
 
 #include "rules/sources.h"
+#include "rules/tensor_store.h"
 
 namespace strata::rules {
 
-class MemoryTrial final : public Trial {
+class MemoryTrial final : public InMemoryTrial {
  public:
   // Adds (or replaces) a tensor's value at a step. The step is created with `mode`/`modeStep`
   // on first use (modeStep defaults to the step).
@@ -32,18 +33,12 @@ class MemoryTrial final : public Trial {
   std::vector<std::string> collections() const override;
   std::vector<std::string> tensorNames(const std::string& collection = "") const override;
   std::vector<StepInfo> steps() const override;
-  bool hasTensor(const std::string& name, int64_t step) const override;
-  std::optional<TensorValue> value(const std::string& name, int64_t step) const override;
-  std::optional<double> reduction(const std::string& name, int64_t step, const std::string& op,
-                                  bool abs) const override;
   std::optional<double> lastUpdateSec() const override;
   bool finished() const override { return finished_; }
 
  private:
   StepInfo& stepInfo(int64_t step, Mode mode, int64_t modeStep, double wall);
   std::map<int64_t, StepInfo> steps_;
-  std::map<std::pair<std::string, int64_t>, TensorValue> values_;
-  std::map<std::tuple<std::string, int64_t, std::string, bool>, double> reductions_;
   std::set<std::string> names_;
   std::map<std::string, std::vector<std::string>> collections_;
   bool finished_ = false;

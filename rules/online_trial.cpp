@@ -47,22 +47,18 @@ void OnlineTrial::touch(const std::string& name, int64_t step) {
 }
 
 void OnlineTrial::addValue(int64_t step, const std::string& name, TensorValue value) {
-  if (value.shape.empty() && value.data.size() != 1) value.shape = {static_cast<int64_t>(value.data.size())};
-  values_[{name, step}] = std::move(value);
+  data_.putValue(name, step, std::move(value));
   touch(name, step);
 }
 
 void OnlineTrial::addReduction(int64_t step, const std::string& name, const std::string& op, bool abs,
                                double value) {
-  reductions_[{name, step, op, abs}] = value;
+  data_.putReduction(name, step, op, abs, value);
   touch(name, step);
 }
 
 void OnlineTrial::dropData(const std::string& name, int64_t step) {
-  values_.erase({name, step});
-  auto it = reductions_.lower_bound({name, step, std::string(), false});
-  while (it != reductions_.end() && std::get<0>(it->first) == name && std::get<1>(it->first) == step)
-    it = reductions_.erase(it);
+  data_.erase(name, step);
   auto d = dataPerStep_.find(step);
   if (d != dataPerStep_.end() && --d->second <= 0) {
     dataPerStep_.erase(d);
@@ -120,25 +116,6 @@ std::vector<StepInfo> OnlineTrial::stepsAfter(int64_t step) const {
   std::vector<StepInfo> out;
   for (auto it = steps_.upper_bound(step); it != steps_.end(); ++it) out.push_back(it->second);
   return out;
-}
-
-bool OnlineTrial::hasTensor(const std::string& name, int64_t step) const {
-  if (values_.count({name, step})) return true;
-  auto it = reductions_.lower_bound({name, step, std::string(), false});
-  return it != reductions_.end() && std::get<0>(it->first) == name && std::get<1>(it->first) == step;
-}
-
-std::optional<TensorValue> OnlineTrial::value(const std::string& name, int64_t step) const {
-  auto it = values_.find({name, step});
-  if (it == values_.end()) return std::nullopt;
-  return it->second;
-}
-
-std::optional<double> OnlineTrial::reduction(const std::string& name, int64_t step, const std::string& op,
-                                             bool abs) const {
-  auto it = reductions_.find({name, step, op, abs});
-  if (it == reductions_.end()) return std::nullopt;
-  return it->second;
 }
 
 }  // namespace strata::rules

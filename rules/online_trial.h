@@ -22,11 +22,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "rules/tensor_store.h"
 #include "strata/rules.h"
 
 namespace strata::rules {
 
-class OnlineTrial final : public Trial {
+class OnlineTrial final : public InMemoryTrial {
  public:
   explicit OnlineTrial(size_t retainSteps = 4) : retain_(retainSteps < 1 ? 1 : retainSteps) {}
 
@@ -39,15 +40,11 @@ class OnlineTrial final : public Trial {
   // Applies the retention to the tensors touched since the last call.
   void evict();
   void setFinished(bool f = true) { finished_ = f; }
-  size_t retainedValues() const { return values_.size() + reductions_.size(); }
+  size_t retainedValues() const { return data_.size(); }
 
   std::vector<std::string> collections() const override;
   std::vector<std::string> tensorNames(const std::string& collection = "") const override;
   std::vector<StepInfo> steps() const override;
-  bool hasTensor(const std::string& name, int64_t step) const override;
-  std::optional<TensorValue> value(const std::string& name, int64_t step) const override;
-  std::optional<double> reduction(const std::string& name, int64_t step, const std::string& op,
-                                  bool abs) const override;
   std::optional<double> lastUpdateSec() const override { return lastUpdate_; }
   bool finished() const override { return finished_; }
   bool hasMode(Mode mode) const override { return (modes_ >> static_cast<int>(mode)) & 1u; }
@@ -60,8 +57,6 @@ class OnlineTrial final : public Trial {
   size_t retain_;
   std::map<int64_t, StepInfo> steps_;
   std::map<int64_t, int> dataPerStep_;  // retained (name, step) entries per step
-  std::map<std::pair<std::string, int64_t>, TensorValue> values_;
-  std::map<std::tuple<std::string, int64_t, std::string, bool>, double> reductions_;
   std::map<std::string, std::deque<int64_t>> stepsOf_;  // per tensor: its retained steps, oldest first
   std::set<std::string> touched_;
   std::set<std::string> names_;

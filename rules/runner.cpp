@@ -3,6 +3,19 @@
 #include "core/logging.h"
 
 namespace strata::rules {
+namespace {
+
+// Runs one engine pass; a failure is logged, not thrown (the rules never stop the training).
+template <typename Pass>
+void logFailure(const char* what, Pass pass) {
+  try {
+    pass();
+  } catch (const std::exception& e) {
+    STRATA_LOG(kError, kRules, "rule engine ", what, " failed: ", e.what());
+  }
+}
+
+}  // namespace
 
 RuleRunner::RuleRunner(std::unique_ptr<Engine> engine, std::chrono::milliseconds interval)
     : engine_(std::move(engine)), interval_(interval) {
@@ -27,20 +40,14 @@ void RuleRunner::loop() {
       wake_ = false;
       if (stopping_) break;
     }
-    try {
-      engine_->poll();
-    } catch (const std::exception& e) {
-      STRATA_LOG(kError, kRules, "rule engine poll failed: ", e.what());
-    }
-    auto s = engine_->summary();
-    std::lock_guard<std::mutex> lock(mu_);
-    summary_ = std::move(s);
+    logFailure("poll", [this] { engine_->poll(); });
+    publishSummary();
   }
-  try {
-    engine_->finish();
-  } catch (const std::exception& e) {
-    STRATA_LOG(kError, kRules, "rule engine finish failed: ", e.what());
-  }
+  logFailure("finish", [this] { engine_->finish(); });
+  publishSummary();
+}
+
+void RuleRunner::publishSummary() {
   auto s = engine_->summary();
   std::lock_guard<std::mutex> lock(mu_);
   summary_ = std::move(s);

@@ -34,6 +34,8 @@ class RuleRunner {
 
  private:
   void loop();
+  // Copies the engine's summary to what summary() returns.
+  void publishSummary();
 
   std::unique_ptr<Engine> engine_;
   std::chrono::milliseconds interval_;

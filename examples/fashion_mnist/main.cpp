@@ -10,7 +10,6 @@
 // resumes; SIGTERM or Ctrl-C finishes the step, checkpoints and exits with code 75
 // (strata::kExitStopped), and a resumed run reaches the same params_sha256.
 #include <CLI/CLI.hpp>
-#include <openssl/evp.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -20,6 +19,8 @@
 #include <thread>
 
 #include "../common/progress.h"
+#include "../common/sha256.h"
+#include "../common/strata_main.h"
 #include "fashion_mnist.h"
 #include "strata/debugger.h"
 #include "strata/strata.h"
@@ -70,25 +71,13 @@ std::string paramsSha256(strata::DistributedModel& model, const torch::nn::Modul
     strata::allreduce(owner, strata::ReduceOp::kMax);
     for (size_t i = 0; i < values.size(); ++i) strata::broadcast(values[i], owner[static_cast<int64_t>(i)].item<int>());
   }
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  examples::Sha256 sha;
   for (size_t i = 0; i < named.size(); ++i) {
-    const auto& p = named[i];
     const torch::Tensor& t = values[i];
-    EVP_DigestUpdate(ctx, p.key().data(), p.key().size());
-    EVP_DigestUpdate(ctx, t.data_ptr(), static_cast<size_t>(t.numel()) * t.element_size());
+    sha.add(named[i].key());
+    sha.add(t.data_ptr(), static_cast<size_t>(t.numel()) * t.element_size());
   }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_DigestFinal_ex(ctx, digest, &length);
-  EVP_MD_CTX_free(ctx);
-  std::string hex;
-  char byte[3];
-  for (unsigned int i = 0; i < length; ++i) {
-    std::snprintf(byte, sizeof(byte), "%02x", digest[i]);
-    hex += byte;
-  }
-  return hex;
+  return sha.hex();
 }
 
 double testAccuracy(strata::DistributedModel& model, const fashion::FashionMnist& test) {
@@ -224,13 +213,5 @@ int main(int argc, char** argv) {
   app.add_option("--slow-loader-ms", flags.slowLoaderMs, "sleep this long in the data loader per batch (tests)")
       ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
-  try {
-    strata::init(argc, argv);
-    const int code = run(flags);
-    strata::finalize();
-    return code;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  }
+  return examples::runWithStrata(argc, argv, [&flags] { return run(flags); });
 }

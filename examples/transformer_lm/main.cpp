@@ -23,6 +23,7 @@
 #include <set>
 
 #include "../common/progress.h"
+#include "../common/strata_main.h"
 #include "corpus.h"
 #include "gpt.h"
 #include "model.h"
@@ -201,13 +202,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", invalid.c_str());
     return 2;
   }
-  try {
-    strata::init(argc, argv);
-    const int code = run(flags);
-    strata::finalize();
-    return code;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  }
+  return examples::runWithStrata(argc, argv, [&flags] { return run(flags); });
 }

@@ -1,6 +1,5 @@
 #include "pipeline/adapter/profile.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/Allocator.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 #include <nlohmann/json.hpp>
@@ -11,10 +10,10 @@
 #include <chrono>
 #include <cmath>
 #include <map>
-#include <mutex>
 #include <set>
 
 #include "core/errors.h"
+#include "pipeline/adapter/rng_state_guard.h"
 
 namespace strata::pipeline {
 namespace {
@@ -57,22 +56,6 @@ class LayerStateGuard {
  private:
   std::vector<std::pair<torch::Tensor, torch::Tensor>> buffers_;
   std::vector<std::pair<torch::Tensor, torch::Tensor>> grads_;
-};
-
-class GeneratorGuard {
- public:
-  GeneratorGuard() : generator_(at::detail::getDefaultCPUGenerator()) {
-    std::lock_guard<std::mutex> lock(generator_.mutex());
-    state_ = generator_.get_state();
-  }
-  ~GeneratorGuard() {
-    std::lock_guard<std::mutex> lock(generator_.mutex());
-    generator_.set_state(state_);
-  }
-
- private:
-  at::Generator generator_;
-  torch::Tensor state_;
 };
 
 double median(std::vector<double> v) {
@@ -226,7 +209,7 @@ LayerProfile profileLayers(const std::vector<std::string>& names,
                            const std::function<torch::nn::AnyModule(int)>& acquire,
                            const std::vector<TiedTensor>& ties, const torch::Tensor& sampleMicrobatch,
                            const ProfileOptions& options) {
-  GeneratorGuard generator;
+  RngStateGuard generator;
   LayerProfile out;
   out.costs.resize(names.size());
   std::vector<std::vector<UseInfo>> uses;

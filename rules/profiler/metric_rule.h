@@ -43,6 +43,13 @@ class MetricRuleBase : public Rule {
     compat_ = p.boolean(kCompatParam.name, engineCompat);
     p.checkAllUsed();
   }
+  // The whole parameter read of a rule with no parameters of its own: only the keys every
+  // metric rule takes (finishParams), and nothing to list in its report.
+  void readBaseParamsOnly(const nlohmann::json& params, bool engineCompat) {
+    Params p(builtinDecl(name_), params);
+    finishParams(p, engineCompat);
+    report_.ruleParameters = "";
+  }
   // Adds details computed lazily (quantiles over whole series) when a report is asked for.
   virtual void addDetails(RuleReport& /*r*/) const {}
   Finding finding(const MetricWindow& w, std::string message,

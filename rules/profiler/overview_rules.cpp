@@ -80,9 +80,7 @@ class OverallSystemUsage final : public MetricRuleBase {
  public:
   OverallSystemUsage(const nlohmann::json& params, const BuiltinContext& ctx)
       : MetricRuleBase("OverallSystemUsage", false) {
-    Params p(builtinDecl(name_), params);
-    finishParams(p, ctx.compat);
-    report_.ruleParameters = "";
+    readBaseParamsOnly(params, ctx.compat);
   }
 
   std::optional<std::string> missingData() const override {
@@ -227,9 +225,7 @@ class OverallFrameworkMetrics final : public MetricRuleBase {
  public:
   OverallFrameworkMetrics(const nlohmann::json& params, const BuiltinContext& ctx)
       : MetricRuleBase("OverallFrameworkMetrics", false) {
-    Params p(builtinDecl(name_), params);
-    finishParams(p, ctx.compat);
-    report_.ruleParameters = "";
+    readBaseParamsOnly(params, ctx.compat);
   }
 
   std::optional<std::string> missingData() const override {

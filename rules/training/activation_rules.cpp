@@ -16,13 +16,6 @@
 namespace strata::rules {
 namespace {
 
-std::string listOf(const std::vector<std::string>& v, size_t max = 5) {
-  std::string out;
-  for (size_t i = 0; i < v.size() && i < max; ++i) out += (i ? ", " : "") + v[i];
-  if (v.size() > max) out += c10::str(" and ", v.size() - max, " more");
-  return out;
-}
-
 // % of units whose activity is below `inactivityPct`.
 template <typename Active>
 double inactiveUnitPercent(const TensorValue& v, double inactivityPct, Active active) {
@@ -40,6 +33,31 @@ double inactiveUnitPercent(const TensorValue& v, double inactivityPct, Active ac
   return static_cast<double>(inactive) / static_cast<double>(units) * 100;
 }
 
+// The layers (selected tensors of this step) with more than `layerPct` % of inactive units,
+// each also shown with its %; `any` says whether any layer had values to judge.
+struct LayerScan {
+  std::vector<std::string> bad, shown;
+  bool any = false;
+};
+
+// activeFor(tensor name) gives the per-value "is this unit active" test for that layer.
+template <typename ActiveFor>
+LayerScan layersAbove(const Trial& trial, const StepInfo& step, const TensorSelector& selector,
+                      double inactivityPct, double layerPct, ActiveFor activeFor) {
+  LayerScan scan;
+  for (const std::string& t : selector.select(trial)) {
+    auto v = trial.value(t, step.step);
+    if (!v || v->data.empty()) continue;
+    scan.any = true;
+    const double inactive = inactiveUnitPercent(*v, inactivityPct, activeFor(t));
+    if (inactive > layerPct) {
+      scan.bad.push_back(t);
+      scan.shown.push_back(t + " " + fixed(inactive) + "%");
+    }
+  }
+  return scan;
+}
+
 // ---------------------------------------------------------------------------------------------
 class DeadRelu final : public TensorRuleBase {
  public:
@@ -55,22 +73,13 @@ class DeadRelu final : public TensorRuleBase {
     report_.ruleParameters = p.joined({"tensor_regex", "threshold_inactivity", "threshold_layer"});
   }
   std::vector<Finding> invokeAtStep(const Trial& trial, const StepInfo& step) override {
-    std::vector<std::string> bad, shown;
-    bool any = false;
-    for (const std::string& t : selector_.select(trial)) {
-      auto v = trial.value(t, step.step);
-      if (!v || v->data.empty()) continue;
-      any = true;
-      const double dead = inactiveUnitPercent(*v, inactivity_, [](double x) { return x > 0; });
-      if (dead > layer_) {
-        bad.push_back(t);
-        shown.push_back(t + " " + fixed(dead) + "%");
-      }
-    }
-    if (any) evaluated();
-    return conclude(step, bad,
-                    c10::str(bad.size(), " ReLU layer(s) have more than ", num(layer_),
-                             "% of units active in less than ", num(inactivity_), "% of the batch: ", listOf(shown)));
+    const LayerScan scan = layersAbove(trial, step, selector_, inactivity_, layer_,
+                                       [](const std::string&) { return [](double x) { return x > 0; }; });
+    if (scan.any) evaluated();
+    return conclude(step, scan.bad,
+                    c10::str(scan.bad.size(), " ReLU layer(s) have more than ", num(layer_),
+                             "% of units active in less than ", num(inactivity_), "% of the batch: ",
+                             listOf(scan.shown)));
   }
 
  private:
@@ -100,25 +109,16 @@ class SaturatedActivation final : public TensorRuleBase {
                   "threshold_sigmoid_max", "threshold_inactivity", "threshold_layer"});
   }
   std::vector<Finding> invokeAtStep(const Trial& trial, const StepInfo& step) override {
-    std::vector<std::string> bad, shown;
-    bool any = false;
-    for (const std::string& t : selector_.select(trial)) {
-      auto v = trial.value(t, step.step);
-      if (!v || v->data.empty()) continue;
-      any = true;
+    // A unit is active while its input is inside the non-saturated range of its function.
+    const LayerScan scan = layersAbove(trial, step, selector_, inactivity_, layer_, [this](const std::string& t) {
       const bool sigmoid = t.find("sigmoid") != std::string::npos;
       const double lo = sigmoid ? sigmoidMin_ : tanhMin_, hi = sigmoid ? sigmoidMax_ : tanhMax_;
-      const double saturated =
-          inactiveUnitPercent(*v, inactivity_, [lo, hi](double x) { return x > lo && x < hi; });
-      if (saturated > layer_) {
-        bad.push_back(t);
-        shown.push_back(t + " " + fixed(saturated) + "%");
-      }
-    }
-    if (any) evaluated();
-    return conclude(step, bad,
-                    c10::str(bad.size(), " activation layer(s) have more than ", num(layer_),
-                             "% of units saturated: ", listOf(shown)));
+      return [lo, hi](double x) { return x > lo && x < hi; };
+    });
+    if (scan.any) evaluated();
+    return conclude(step, scan.bad,
+                    c10::str(scan.bad.size(), " activation layer(s) have more than ", num(layer_),
+                             "% of units saturated: ", listOf(scan.shown)));
   }
 
  private:

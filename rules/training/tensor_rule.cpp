@@ -70,6 +70,25 @@ bool containsLower(const std::string& s, const std::string& needle) {
   return l.find(needle) != std::string::npos;
 }
 
+// The trial's tensors whose names pass `named`, in the trial's order.
+template <typename Named>
+std::vector<std::string> namedLike(const Trial& trial, Named named) {
+  std::vector<std::string> out;
+  for (const std::string& t : trial.tensorNames())
+    if (named(t)) out.push_back(t);
+  return out;
+}
+
+// The tensors of `collection` when the trial has it and it is not empty, else namedLike().
+template <typename Named>
+std::vector<std::string> collectionOr(const Trial& trial, const std::string& collection, Named named) {
+  if (hasCollection(trial, collection)) {
+    auto t = trial.tensorNames(collection);
+    if (!t.empty()) return t;
+  }
+  return namedLike(trial, named);
+}
+
 }  // namespace
 
 std::vector<std::string> lossTensors(const Trial& trial, const TensorSelector& given, bool useLossesCollection) {
@@ -82,36 +101,18 @@ std::vector<std::string> lossTensors(const Trial& trial, const TensorSelector& g
     }
     return sel;
   }
-  if (useLossesCollection && hasCollection(trial, "losses")) {
-    auto t = trial.tensorNames("losses");
-    if (!t.empty()) return t;
-  }
-  std::vector<std::string> out;
-  for (const std::string& t : trial.tensorNames())
-    if (containsLower(t, "loss")) out.push_back(t);
-  return out;
+  const auto isLoss = [](const std::string& t) { return containsLower(t, "loss"); };
+  return useLossesCollection ? collectionOr(trial, "losses", isLoss) : namedLike(trial, isLoss);
 }
 
 std::vector<std::string> gradientTensors(const Trial& trial) {
-  if (hasCollection(trial, "gradients")) {
-    auto t = trial.tensorNames("gradients");
-    if (!t.empty()) return t;
-  }
-  std::vector<std::string> out;
-  for (const std::string& t : trial.tensorNames())
-    if (t.rfind("gradient", 0) == 0) out.push_back(t);
-  return out;
+  return collectionOr(trial, "gradients", [](const std::string& t) { return t.rfind("gradient", 0) == 0; });
 }
 
 std::vector<std::string> weightTensors(const Trial& trial) {
-  if (hasCollection(trial, "weights")) {
-    auto t = trial.tensorNames("weights");
-    if (!t.empty()) return t;
-  }
-  std::vector<std::string> out;
-  for (const std::string& t : trial.tensorNames())
-    if (t.rfind("gradient", 0) != 0 && t.find("weight") != std::string::npos) out.push_back(t);
-  return out;
+  return collectionOr(trial, "weights", [](const std::string& t) {
+    return t.rfind("gradient", 0) != 0 && t.find("weight") != std::string::npos;
+  });
 }
 
 double reduce(const std::vector<double>& data, const std::string& op, bool abs) {

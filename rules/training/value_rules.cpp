@@ -11,13 +11,6 @@
 namespace strata::rules {
 namespace {
 
-std::string listOf(const std::vector<std::string>& v, size_t max = 5) {
-  std::string out;
-  for (size_t i = 0; i < v.size() && i < max; ++i) out += (i ? ", " : "") + v[i];
-  if (v.size() > max) out += c10::str(" and ", v.size() - max, " more");
-  return out;
-}
-
 TensorSelector selectorFrom(Params& p) {
   std::vector<std::string> collections = p.list("collection_names");
   std::vector<std::string> regexes = p.list("tensor_regex");

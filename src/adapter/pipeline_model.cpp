@@ -2,37 +2,18 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
-#include <mutex>
-
 #include "adapter/layer_list_model.h"
 #include "adapter/model_signature.h"
 #include "adapter/optimizer_state.h"
 #include "adapter/pipeline_memory.h"
 #include "core/errors.h"
 #include "core/logging.h"
+#include "pipeline/adapter/rng_state_guard.h"
 #include "strata/runtime.h"
 #include "strata/tensor_ops.h"
 
 namespace strata::adapter {
 namespace {
-
-// Saves the default CPU generator's state and puts it back on destruction (per-layer
-// seeding inside a step must not leak into the user's code).
-class GeneratorStateGuard {
- public:
-  GeneratorStateGuard() : generator_(at::detail::getDefaultCPUGenerator()) {
-    std::lock_guard<std::mutex> lock(generator_.mutex());
-    state_ = generator_.get_state();
-  }
-  ~GeneratorStateGuard() {
-    std::lock_guard<std::mutex> lock(generator_.mutex());
-    generator_.set_state(state_);
-  }
-
- private:
-  at::Generator generator_;
-  torch::Tensor state_;
-};
 
 void broadcastModule(torch::nn::Module& module, Group& group) {
   torch::NoGradGuard noGrad;
@@ -185,7 +166,7 @@ StepOutput PipelineModel::step(const torch::Tensor& data, const torch::Tensor& t
     }
   } disable{reducer_.get()};
   {
-    GeneratorStateGuard generatorState;
+    pipeline::RngStateGuard generatorState;
     lastReport_ = engine_->step(stepInputs(data, target, step, fn));
   }
   StepOutput out;

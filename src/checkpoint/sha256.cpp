@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/errors.h"
+#include "core/hex.h"
 
 namespace strata::checkpoint {
 
@@ -35,14 +36,7 @@ std::string Sha256::hexDigest() {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   EVP_DigestFinal_ex(ctx_->md, digest, &length);
-  static const char* kHex = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(2 * length);
-  for (unsigned int i = 0; i < length; ++i) {
-    hex += kHex[digest[i] >> 4];
-    hex += kHex[digest[i] & 15];
-  }
-  return hex;
+  return toHex(digest, length);
 }
 
 std::string sha256Hex(const void* data, size_t size) {

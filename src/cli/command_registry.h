@@ -5,6 +5,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
+#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
@@ -18,6 +20,16 @@ using CommandSetup = std::function<void(CLI::App& app, int& exitCode)>;
 struct CommandRegistrar {
   CommandRegistrar(std::string name, CommandSetup setup);
 };
+
+// For a callback: exitCode = run(), or 1 after an error, printed as "strata <command>: <what>".
+inline void runReportingErrors(const char* command, int& exitCode, const std::function<int()>& run) {
+  try {
+    exitCode = run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "strata %s: %s\n", command, e.what());
+    exitCode = 1;
+  }
+}
 
 // Registered commands in name order.
 std::vector<std::pair<std::string, CommandSetup>>& registeredCommands();

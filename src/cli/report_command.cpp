@@ -53,14 +53,7 @@ const CommandRegistrar registrar("report", [](CLI::App& app, int& exitCode) {
   cmd->add_flag("--rerun", opts->rerun, "evaluate the rules again even if rule-output/ has results");
   cmd->add_option("--rules", opts->rulesFile, "rules file or job config (as for `strata rules`)");
   cmd->add_flag("--compat", opts->compat, "reproduce SageMaker's reference verdicts when running the rules");
-  cmd->callback([opts, &exitCode] {
-    try {
-      exitCode = run(*opts);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "strata report: %s\n", e.what());
-      exitCode = 1;
-    }
-  });
+  cmd->callback([opts, &exitCode] { runReportingErrors("report", exitCode, [&] { return run(*opts); }); });
 });
 
 }  // namespace

@@ -77,14 +77,7 @@ const CommandRegistrar registrar("rules", [](CLI::App& app, int& exitCode) {
   cmd->add_flag("--compat", opts->compat, "reproduce SageMaker's reference verdicts, bugs included");
   cmd->add_option("--interval", opts->intervalSec, "seconds between polls with --watch")->check(CLI::PositiveNumber);
   cmd->add_flag("--report", opts->report, "also write rule-output/profiler-report.html");
-  cmd->callback([opts, &exitCode] {
-    try {
-      exitCode = run(*opts);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "strata rules: %s\n", e.what());
-      exitCode = 1;
-    }
-  });
+  cmd->callback([opts, &exitCode] { runReportingErrors("rules", exitCode, [&] { return run(*opts); }); });
 });
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "core/errors.h"
+#include "core/hex.h"
 
 namespace strata::auth {
 namespace {
@@ -109,14 +110,7 @@ Nonce freshNonce() {
 }
 
 std::string generateSecret() {
-  const Nonce bytes = freshNonce();
-  static const char* const kDigits = "0123456789abcdef";
-  std::string hex;
-  for (uint8_t b : bytes) {
-    hex += kDigits[b >> 4];
-    hex += kDigits[b & 15];
-  }
-  return hex;
+  return toHex(freshNonce());
 }
 
 }  // namespace strata::auth

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <regex>
 #include <thread>
 
@@ -14,6 +15,19 @@
 
 namespace strata::debugger {
 namespace fs = std::filesystem;
+namespace {
+
+// Reads `file` and parses it into *out with parse(text, out, error): nothing when both
+// worked, else why not.
+template <typename T>
+std::optional<std::string> readParsed(const std::string& file, bool (*parse)(const std::string&, T*, std::string*),
+                                      T* out) {
+  std::string text, error;
+  if (readWholeFile(file, &text, &error) && parse(text, out, &error)) return std::nullopt;
+  return error;
+}
+
+}  // namespace
 
 Trial::Trial(std::string path, TrialOptions options)
     : path_(std::move(path)), options_(options) {
@@ -40,10 +54,9 @@ void Trial::loadCollections() {
     if (!parseCollectionsFileName(fs::path(rel).filename().string(), &worker)) continue;
     readCollectionFiles_.insert(rel);
     const std::string file = dir + "/" + rel;
-    std::string text, error;
     CollectionsFile parsed;
-    if (!readWholeFile(file, &text, &error) || !parseCollectionsFile(text, &parsed, &error)) {
-      addProblem(file + ": " + error);
+    if (const auto failure = readParsed(file, parseCollectionsFile, &parsed)) {
+      addProblem(file + ": " + *failure);
       continue;
     }
     workers_.insert(worker);
@@ -64,10 +77,9 @@ void Trial::readIndexFile(const std::string& relPath) {
   if (!parseStepFileName(fs::path(relPath).filename().string(), &step, &worker)) return;
   if (fs::path(relPath).extension() != ".json") return;
   readIndexFiles_.insert(relPath);
-  std::string text, error;
   IndexFile index;
-  if (!readWholeFile(file, &text, &error) || !parseIndexFile(text, &index, &error)) {
-    addProblem(file + ": " + error);
+  if (const auto failure = readParsed(file, parseIndexFile, &index)) {
+    addProblem(file + ": " + *failure);
     return;
   }
   indexWorkers_.insert(worker);

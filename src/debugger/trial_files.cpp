@@ -37,6 +37,25 @@ std::vector<std::string> stringList(const Json& value) {
   return out;
 }
 
+// Parses `text` as a JSON object and reads it with read(j), which returns false after
+// setting *error for the checks it makes. Text that is no JSON object gives `notAnObject`;
+// a field of the wrong type or a missing one (nlohmann's exception) "malformed <what>: ...".
+template <typename Read>
+bool parseJsonObject(const std::string& text, const char* notAnObject, const char* what, std::string* error,
+                     Read&& read) {
+  const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    *error = notAnObject;
+    return false;
+  }
+  try {
+    return read(j);
+  } catch (const Json::exception& e) {
+    *error = std::string("malformed ") + what + ": " + e.what();
+    return false;
+  }
+}
+
 }  // namespace
 
 std::string indexFileJson(const IndexFile& index) {
@@ -64,12 +83,7 @@ std::string indexFileJson(const IndexFile& index) {
 }
 
 bool parseIndexFile(const std::string& text, IndexFile* out, std::string* error) {
-  const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    *error = "not a JSON object (empty or corrupt index file)";
-    return false;
-  }
-  try {
+  return parseJsonObject(text, "not a JSON object (empty or corrupt index file)", "index", error, [&](const Json& j) {
     if (!j.contains("meta") || !j["meta"].is_object() || j["meta"].empty()) {
       *error = "meta section is missing or empty";
       return false;
@@ -112,11 +126,8 @@ bool parseIndexFile(const std::string& text, IndexFile* out, std::string* error)
       *error = "meta.event_file_name is missing";
       return false;
     }
-  } catch (const Json::exception& e) {
-    *error = std::string("malformed index: ") + e.what();
-    return false;
-  }
-  return true;
+    return true;
+  });
 }
 
 std::string collectionsFileJson(const std::vector<Collection>& collections, int numWorkers) {
@@ -139,12 +150,7 @@ std::string collectionsFileJson(const std::vector<Collection>& collections, int 
 }
 
 bool parseCollectionsFile(const std::string& text, CollectionsFile* out, std::string* error) {
-  const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    *error = "not a JSON object";
-    return false;
-  }
-  try {
+  return parseJsonObject(text, "not a JSON object", "collections file", error, [&](const Json& j) {
     out->numWorkers = 1;
     if (j.contains("_meta") && j["_meta"].is_object() && j["_meta"].contains("num_workers"))
       out->numWorkers = j["_meta"]["num_workers"].get<int>();
@@ -165,11 +171,8 @@ bool parseCollectionsFile(const std::string& text, CollectionsFile* out, std::st
       }
       out->collections[name] = std::move(e);
     }
-  } catch (const Json::exception& e) {
-    *error = std::string("malformed collections file: ") + e.what();
-    return false;
-  }
-  return true;
+    return true;
+  });
 }
 
 }  // namespace strata::debugger

@@ -6,11 +6,7 @@
 // ("Sync") and in the background ("Async"); the async-only tests send SIGTERM while a
 // background write is held in flight, and fail one rank's background write. Seeds are
 // printed; STRATA_TEST_SEED reproduces a run.
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -19,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -30,28 +27,18 @@
 
 #include "checkpoint/catalog.h"
 #include "strata/exit_codes.h"
-
-extern char** environ;
+#include "testing/child_process.h"
+#include "testing/worker_driver.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
+using namespace strata::testing;  // ChildProcess, the worker paths, file helpers
 
-const std::string kWorker = STRATA_CKPT_WORKER;
-const std::string kStrata = STRATA_CLI;
-const std::string kMpiexec = STRATA_MPIEXEC;
-const std::string kRunRoot = STRATA_CKPT_RUN_DIR;
 // Every job here finishes in a few seconds; a run still going after this is a hang.
 constexpr milliseconds kWallLimit{60000};
-
-std::string readFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
 
 uint64_t testSeed() {
   if (const char* s = std::getenv("STRATA_TEST_SEED")) return std::strtoull(s, nullptr, 10);
@@ -65,81 +52,34 @@ struct Result {
   std::string output;  // stdout + stderr
 };
 
-// Whether the process still runs (not yet exited), without reaping it.
-bool running(pid_t pid) {
-  siginfo_t info{};
-  return waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
-}
-
-// Waits until `path` exists, the process has ended, or 20 s passed; whether it exists.
-bool waitForFile(const std::string& path, pid_t pid) {
-  const auto deadline = Clock::now() + milliseconds(20000);
-  while (!fs::exists(path) && running(pid) && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(5));
-  return fs::exists(path);
-}
-
 // Runs argv (in its own process group, so a timeout kills mpiexec's ranks too) with output to
-// `log`. `during` runs on the calling thread while the process lives (fault injection).
+// `log`, a fresh file. `during` runs on the calling thread while the process lives (fault
+// injection).
 Result run(const std::vector<std::string>& argv, const std::string& log,
-           const std::function<void(pid_t)>& during = nullptr) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, &attr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
+           const std::function<void(ChildProcess&)>& during = nullptr) {
+  fs::remove(log);
   Result r;
-  if (rc != 0) {
-    r.output = "posix_spawn failed: " + std::string(std::strerror(rc));
-    return r;
+  try {
+    ChildProcess job(argv, log);
+    if (during) during(job);
+    r.timedOut = !job.wait(kWallLimit, &r.code);
+    r.exited = !r.timedOut;
+    r.output = job.output();
+  } catch (const std::exception& e) {
+    r.output = e.what();
   }
-  if (during) during(pid);
-  const auto deadline = Clock::now() + kWallLimit;
-  int status = 0;
-  for (;;) {
-    const pid_t done = waitpid(pid, &status, WNOHANG);
-    if (done == pid) break;
-    if (Clock::now() > deadline) {
-      r.timedOut = true;
-      kill(-pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  r.exited = !r.timedOut;
-  r.code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-  r.output = readFile(log);
   return r;
 }
 
-std::vector<std::string> mpiexec(int ranks, const std::vector<std::string>& workerArgs) {
-  std::vector<std::string> argv = {kMpiexec, "-n", std::to_string(ranks), kWorker};
-  argv.insert(argv.end(), workerArgs.begin(), workerArgs.end());
-  return argv;
+// Waits until `path` exists, the job has ended, or 20 s passed; whether it exists.
+bool waitForFile(const std::string& path, ChildProcess& job) {
+  return strata::testing::waitForFile(path, job, milliseconds(20000));
 }
 
-// The value after "<key>=" on the last line starting with `prefix`.
-std::string lastValue(const std::string& output, const std::string& prefix, const std::string& key) {
-  std::string found;
-  std::istringstream lines(output);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind(prefix, 0) != 0) continue;
-    const size_t at = line.find(key + "=");
-    if (at == std::string::npos) continue;
-    found = line.substr(at + key.size() + 1);
-    found = found.substr(0, found.find(' '));
-  }
-  return found;
+std::vector<std::string> mpiexec(int ranks, const std::vector<std::string>& workerArgs) {
+  std::vector<std::string> argv = {kMpiexec, "-n", std::to_string(ranks), kTrainWorker};
+  argv.insert(argv.end(), workerArgs.begin(), workerArgs.end());
+  return argv;
 }
 
 std::string freshDir(const std::string& name) {
@@ -165,28 +105,25 @@ void expectResumesExactly(const std::string& dir, const std::vector<std::string>
   const Result resumed = run(mpiexec(2, workerArgs(dir, flags, {"--resume"})), dir + "/second.txt");
   ASSERT_FALSE(resumed.timedOut) << resumed.output;
   EXPECT_EQ(resumed.code, 0) << resumed.output;
-  EXPECT_EQ(lastValue(resumed.output, "resumed", "step"), fromStep) << resumed.output;
+  EXPECT_EQ(lastValueOf(resumed.output, "resumed", "step"), fromStep) << resumed.output;
   if (!finalStep.empty()) {
-    EXPECT_EQ(lastValue(resumed.output, "final:", "step"), finalStep) << resumed.output;
+    EXPECT_EQ(lastValueOf(resumed.output, "final:", "step"), finalStep) << resumed.output;
   }
-  EXPECT_EQ(lastValue(resumed.output, "final:", "params_sha256"), expected) << resumed.output;
+  EXPECT_EQ(lastValueOf(resumed.output, "final:", "params_sha256"), expected) << resumed.output;
 }
 
 class CheckpointProcess : public ::testing::Test {
  public:
   void SetUp() override {
     if (kMpiexec.empty()) GTEST_SKIP() << "built without MPI";
-    // What Open MPI needs in containers (root, more ranks than cores).
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
-    setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
+    allowMpiexecInContainers();
   }
   // The uninterrupted run's final params_sha256 for these flags (cached per flag set).
   std::string reference(const std::vector<std::string>& flags, const std::string& name) {
     const std::string dir = freshDir(name);
     const Result r = run(mpiexec(2, workerArgs(dir, flags)), dir + "/log.txt");
     EXPECT_EQ(r.code, 0) << r.output;
-    const std::string hash = lastValue(r.output, "final:", "params_sha256");
+    const std::string hash = lastValueOf(r.output, "final:", "params_sha256");
     EXPECT_EQ(hash.size(), 64u) << r.output;
     return hash;
   }
@@ -240,7 +177,7 @@ void resumeExactly(CheckpointModes& t, const std::string& name, bool partial,
   const Result stopped = run(mpiexec(2, first), dir + "/first.txt");
   ASSERT_FALSE(stopped.timedOut) << stopped.output;
   EXPECT_EQ(stopped.code, strata::kExitStopped) << stopped.output;
-  EXPECT_EQ(lastValue(stopped.output, "final:", "step"), std::to_string(stopAt)) << stopped.output;
+  EXPECT_EQ(lastValueOf(stopped.output, "final:", "step"), std::to_string(stopAt)) << stopped.output;
   expectNewestComplete(dir + "/ckpt");
 
   expectResumesExactly(dir, flags, std::to_string(stopAt), expected, std::to_string(steps));
@@ -269,18 +206,18 @@ TEST_P(CheckpointModes, ExternalSigtermToOneRankStopsBothWithACheckpoint) {
             << std::endl;
   const std::vector<std::string> flags = withMode({"--steps", "400", "--every", "1000", "--sleep-ms", "10"});
   const std::string dir = freshDir(name("sigterm-external"));
-  const Result r = run(mpiexec(2, workerArgs(dir, flags)), dir + "/log.txt", [&](pid_t job) {
+  const Result r = run(mpiexec(2, workerArgs(dir, flags)), dir + "/log.txt", [&](ChildProcess& job) {
     const std::string pidFile = dir + "/pids/rank-" + std::to_string(victim) + ".pid";
     if (!waitForFile(pidFile, job)) return;
     std::this_thread::sleep_for(milliseconds(delayMs));
-    const pid_t pid = static_cast<pid_t>(std::atol(readFile(pidFile).c_str()));
+    const pid_t pid = static_cast<pid_t>(std::atol(readWholeFile(pidFile).c_str()));
     if (pid > 0) kill(pid, SIGTERM);
   });
   ASSERT_FALSE(r.timedOut) << r.output;
   EXPECT_EQ(r.code, strata::kExitStopped) << r.output;
-  const std::string step = lastValue(r.output, "final:", "step");
+  const std::string step = lastValueOf(r.output, "final:", "step");
   ASSERT_FALSE(step.empty()) << r.output;
-  EXPECT_EQ(lastValue(r.output, "saved", "step"), step) << "the stop wrote a checkpoint at the step it ended\n"
+  EXPECT_EQ(lastValueOf(r.output, "saved", "step"), step) << "the stop wrote a checkpoint at the step it ended\n"
                                                          << r.output;
   expectNewestComplete(dir + "/ckpt");
 }
@@ -303,21 +240,21 @@ TEST_P(CheckpointModes, SigkillOfARandomRankAtRandomMomentsRestartAndFinishExact
     const std::string dir = freshDir(name("sigkill-" + std::to_string(i)));
     const int victim = static_cast<int>(rng() % 2);
     const int delayMs = static_cast<int>(rng() % 400);
-    std::vector<std::string> argv = {kStrata, "run", "--max-restarts", "4", "--restart-delay-ms", "50", "--",
-                                     kMpiexec, "-n", "2", kWorker, "--run-dir", dir, "--resume"};
+    std::vector<std::string> argv = {kStrataCli, "run", "--max-restarts", "4", "--restart-delay-ms", "50", "--",
+                                     kMpiexec, "-n", "2", kTrainWorker, "--run-dir", dir, "--resume"};
     argv.insert(argv.end(), flags.begin(), flags.end());
-    const Result r = run(argv, dir + "/log.txt", [&](pid_t job) {
+    const Result r = run(argv, dir + "/log.txt", [&](ChildProcess& job) {
       const std::string pidFile = dir + "/pids/rank-" + std::to_string(victim) + ".pid";
       if (!waitForFile(pidFile, job)) return;
       std::this_thread::sleep_for(milliseconds(delayMs));
-      const pid_t pid = static_cast<pid_t>(std::atol(readFile(pidFile).c_str()));
+      const pid_t pid = static_cast<pid_t>(std::atol(readWholeFile(pidFile).c_str()));
       if (pid > 0) kill(pid, SIGKILL);
     });
     SCOPED_TRACE("run " + std::to_string(i) + ": SIGKILL to rank " + std::to_string(victim) + " " +
                  std::to_string(delayMs) + " ms after it started; log " + dir + "/log.txt");
     ASSERT_FALSE(r.timedOut) << "hang\n" << r.output;
     EXPECT_EQ(r.code, 0) << r.output;
-    EXPECT_EQ(lastValue(r.output, "final:", "params_sha256"), expected) << r.output;
+    EXPECT_EQ(lastValueOf(r.output, "final:", "params_sha256"), expected) << r.output;
     expectNewestComplete(dir + "/ckpt");
     if (r.output.find("restart 1 of") != std::string::npos) ++restarted;
   }
@@ -331,13 +268,13 @@ TEST_P(CheckpointModes, FullCheckpointFromTwoRanksResumesOnOneRank) {
   std::vector<std::string> args = withMode({"--run-dir", dir, "--steps", "6", "--every", "3"});
   const Result two = run(mpiexec(2, args), dir + "/two.txt");
   ASSERT_EQ(two.code, 0) << two.output;
-  const std::string savedHash = lastValue(two.output, "saved", "params_sha256");
+  const std::string savedHash = lastValueOf(two.output, "saved", "params_sha256");
   args = withMode({"--run-dir", dir, "--steps", "9", "--every", "3", "--resume"});
   const Result one = run(mpiexec(1, args), dir + "/one.txt");
   ASSERT_EQ(one.code, 0) << one.output;
-  EXPECT_EQ(lastValue(one.output, "resumed", "step"), "6") << one.output;
-  EXPECT_EQ(lastValue(one.output, "resumed", "params_sha256"), savedHash) << one.output;
-  EXPECT_EQ(lastValue(one.output, "final:", "step"), "9") << one.output;
+  EXPECT_EQ(lastValueOf(one.output, "resumed", "step"), "6") << one.output;
+  EXPECT_EQ(lastValueOf(one.output, "resumed", "params_sha256"), savedHash) << one.output;
+  EXPECT_EQ(lastValueOf(one.output, "final:", "step"), "9") << one.output;
 }
 
 // SIGTERM while a background write is in flight: the write of step 5 is held mid-shard until
@@ -356,20 +293,21 @@ void sigtermDuringBackgroundWrite(CheckpointProcess& t, const std::string& name,
   const std::string dir = freshDir(name);
   const std::vector<std::string> first = workerArgs(dir, flags, {"--hold-write-at-step", "5"});
   bool signalled = false;
-  const Result stopped = run(mpiexec(2, first), dir + "/first.txt", [&](pid_t job) {
+  const Result stopped = run(mpiexec(2, first), dir + "/first.txt", [&](ChildProcess& job) {
     if (!waitForFile(dir + "/held/rank-0", job)) return;  // rank 0 writes a shard in both kinds
-    const pid_t pid = static_cast<pid_t>(std::atol(readFile(dir + "/pids/rank-" + std::to_string(victim) + ".pid").c_str()));
+    const std::string pidFile = dir + "/pids/rank-" + std::to_string(victim) + ".pid";
+    const pid_t pid = static_cast<pid_t>(std::atol(readWholeFile(pidFile).c_str()));
     signalled = pid > 0 && kill(pid, SIGTERM) == 0;
     std::ofstream(dir + "/release") << "go\n";
   });
   ASSERT_FALSE(stopped.timedOut) << stopped.output;
   ASSERT_TRUE(signalled) << "the write of step 5 was never held\n" << stopped.output;
   EXPECT_EQ(stopped.code, strata::kExitStopped) << stopped.output;
-  const std::string step = lastValue(stopped.output, "final:", "step");
+  const std::string step = lastValueOf(stopped.output, "final:", "step");
   ASSERT_FALSE(step.empty()) << stopped.output;
   EXPECT_GT(std::stoll(step), 5) << stopped.output;
-  EXPECT_EQ(lastValue(stopped.output, "saved", "step"), step) << stopped.output;
-  EXPECT_GE(std::stoll("0" + lastValue(stopped.output, "stats:", "waited")), 1)
+  EXPECT_EQ(lastValueOf(stopped.output, "saved", "step"), step) << stopped.output;
+  EXPECT_GE(std::stoll("0" + lastValueOf(stopped.output, "stats:", "waited")), 1)
       << "a save waited for the held write\n" << stopped.output;
   expectNewestComplete(dir + "/ckpt");
   const auto newest = strata::checkpoint::findNewestComplete(dir + "/ckpt");
@@ -396,13 +334,13 @@ TEST_F(CheckpointProcess, AsyncFailedBackgroundWriteOnOneRankIsReportedAndThePre
   const std::string dir = freshDir("failing");
   const std::string obstacleDir = dir + "/ckpt/step-000000000010";
   const Result failed = run(mpiexec(2, workerArgs(dir, flags, {"--start-gate", dir + "/start"})), dir + "/first.txt",
-                           [&](pid_t job) {
+                           [&](ChildProcess& job) {
     if (!waitForFile(dir + "/pids/rank-1.pid", job)) return;
     // The file exists before its line is written: wait (bounded) for the whole line.
-    std::string pidLine = readFile(dir + "/pids/rank-1.pid");
+    std::string pidLine = readWholeFile(dir + "/pids/rank-1.pid");
     for (int i = 0; i < 2000 && pidLine.find('\n') == std::string::npos; ++i) {
       std::this_thread::sleep_for(milliseconds(5));
-      pidLine = readFile(dir + "/pids/rank-1.pid");
+      pidLine = readWholeFile(dir + "/pids/rank-1.pid");
     }
     const std::string pid = std::to_string(std::atol(pidLine.c_str()));
     fs::create_directories(obstacleDir + "/rank-00001.pt.tmp-" + pid);
@@ -417,7 +355,7 @@ TEST_F(CheckpointProcess, AsyncFailedBackgroundWriteOnOneRankIsReportedAndThePre
   const bool rank1 = failed.output.find("train_worker: [r1/2] checkpoint " + obstacleDir) != std::string::npos;
   EXPECT_TRUE(rank0 || rank1) << failed.output;
   EXPECT_NE(failed.output.find("failed on rank 1: writing its shard"), std::string::npos) << failed.output;
-  EXPECT_EQ(lastValue(failed.output, "saved", "step"), "10") << "nothing was taken after the failure";
+  EXPECT_EQ(lastValueOf(failed.output, "saved", "step"), "10") << "nothing was taken after the failure";
   const auto newest = strata::checkpoint::findNewestComplete(dir + "/ckpt");
   ASSERT_TRUE(newest);
   EXPECT_EQ(newest->manifest.step, 5);

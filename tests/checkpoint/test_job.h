@@ -17,6 +17,7 @@
 #include "debugger/torch_hook.h"
 #include "strata/checkpoint.h"
 #include "strata/strata.h"
+#include "testing/e2e_training.h"
 
 namespace strata_test {
 
@@ -58,14 +59,7 @@ struct Job {
         idx = sampler.next(8);
       }
       const auto t = torch::tensor(std::vector<int64_t>(idx->begin(), idx->end()), torch::kInt64);
-      opt.zero_grad();
-      model.step(x.index_select(0, t), y.index_select(0, t),
-                 [](strata::DistributedModel& m, const torch::Tensor& xb, const torch::Tensor& yb) {
-                   auto loss = torch::nll_loss(m(xb), yb);
-                   m.backward(loss);
-                   return loss;
-                 });
-      opt.step();
+      strata::testing::trainStep(model, opt, x.index_select(0, t), y.index_select(0, t), strata::testing::Loss::kNll);
     }
   }
 };

@@ -40,6 +40,7 @@
 #include "checkpoint/sha256.h"
 #include "strata/checkpoint.h"
 #include "strata/strata.h"
+#include "testing/e2e_training.h"
 
 namespace {
 
@@ -187,14 +188,8 @@ int train(const Flags& f) {
       continue;
     }
     const torch::Tensor idx = torch::tensor(std::vector<int64_t>(indices->begin(), indices->end()), torch::kInt64);
-    opt.zero_grad();
-    model.step(x.index_select(0, idx), y.index_select(0, idx),
-               [](strata::DistributedModel& m, const torch::Tensor& xb, const torch::Tensor& yb) {
-                 auto loss = torch::nll_loss(m(xb), yb);
-                 m.backward(loss);
-                 return loss;
-               });
-    opt.step();
+    strata::testing::trainStep(model, opt, x.index_select(0, idx), y.index_select(0, idx),
+                               strata::testing::Loss::kNll);
     ++step;
     if (f.sleepMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(f.sleepMs));
     if (step == f.sigtermAtStep && strata::rank() == f.sigtermRank) std::raise(SIGTERM);

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "collectives/dtype_dispatch.h"
 #include "strata/types.h"
 
 namespace strata::testing {
@@ -21,28 +22,11 @@ inline double inputValue(int rank, size_t i, ReduceOp op) {
                                : 1.0 + static_cast<double>((rank * 7 + i) % 5);
 }
 
-template <typename Fn>
-void withType(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::kFloat32: return fn(float{});
-    case DType::kFloat64: return fn(double{});
-    case DType::kFloat16: return fn(c10::Half{});
-    case DType::kBFloat16: return fn(c10::BFloat16{});
-    case DType::kInt32: return fn(int32_t{});
-    case DType::kInt64: return fn(int64_t{});
-    case DType::kUInt8: return fn(uint8_t{});
-    case DType::kInt8:
-    case DType::kInt16:
-    case DType::kBool:
-    case DType::kString: break;
-  }
-  ADD_FAILURE() << "the collectives do not take " << dtypeName(dtype);
-}
 
 // The bytes of `count` inputs of `rank`.
 inline std::vector<uint8_t> makeInput(int rank, size_t count, DType dtype, ReduceOp op) {
   std::vector<uint8_t> bytes(count * dtypeBytes(dtype));
-  withType(dtype, [&](auto tag) {
+  collectives::dispatchDType(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* p = reinterpret_cast<T*>(bytes.data());
     for (size_t i = 0; i < count; ++i) p[i] = static_cast<T>(static_cast<float>(inputValue(rank, i, op)));
@@ -54,7 +38,7 @@ inline std::vector<uint8_t> makeInput(int rank, size_t count, DType dtype, Reduc
 // element type's own arithmetic, as the kernels do).
 inline std::vector<uint8_t> referenceAllReduce(int worldSize, size_t count, DType dtype, ReduceOp op) {
   std::vector<uint8_t> bytes(count * dtypeBytes(dtype));
-  withType(dtype, [&](auto tag) {
+  collectives::dispatchDType(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* p = reinterpret_cast<T*>(bytes.data());
     for (size_t i = 0; i < count; ++i) {

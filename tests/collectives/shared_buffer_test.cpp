@@ -110,7 +110,7 @@ std::vector<uint8_t> randomInput(int rank, size_t count, DType dtype) {
   std::mt19937 rng(1234 + static_cast<unsigned>(rank));
   std::normal_distribution<float> dist(0.f, 1.f);
   std::vector<uint8_t> bytes(count * dtypeBytes(dtype));
-  withType(dtype, [&](auto tag) {
+  collectives::dispatchDType(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* p = reinterpret_cast<T*>(bytes.data());
     for (size_t i = 0; i < count; ++i) p[i] = static_cast<T>(dist(rng) * 1000.f);

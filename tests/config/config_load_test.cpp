@@ -10,6 +10,7 @@
 
 #include "config/config.h"
 #include "core/errors.h"
+#include "testing/config_error.h"
 
 namespace strata::config {
 namespace {
@@ -45,12 +46,7 @@ class LoadConfigTest : public ::testing::Test {
   }
 
   static std::string loadError(std::vector<std::string> args) {
-    try {
-      load(std::move(args));
-    } catch (const ConfigError& e) {
-      return e.what();
-    }
-    return "no error";
+    return strata::testing::configErrorOf([&] { load(std::move(args)); });
   }
 
   std::string dir_;

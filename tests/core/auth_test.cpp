@@ -8,20 +8,12 @@
 
 #include "core/auth.h"
 #include "core/errors.h"
+#include "core/hex.h"
 
 namespace strata::auth {
 namespace {
 
-template <typename Bytes>
-std::string hex(const Bytes& bytes) {
-  static const char* const kDigits = "0123456789abcdef";
-  std::string out;
-  for (uint8_t b : bytes) {
-    out += kDigits[b >> 4];
-    out += kDigits[b & 15];
-  }
-  return out;
-}
+using strata::toHex;
 
 Nonce filled(uint8_t value) {
   Nonce n{};
@@ -34,7 +26,7 @@ TEST(HkdfTest, Rfc5869TestCase1) {
   std::string salt, info;
   for (int i = 0; i <= 0x0c; ++i) salt += static_cast<char>(i);
   for (int i = 0xf0; i <= 0xf9; ++i) info += static_cast<char>(i);
-  EXPECT_EQ(hex(hkdfSha256(ikm, salt, info, 42)),
+  EXPECT_EQ(toHex(hkdfSha256(ikm, salt, info, 42)),
             "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865");
 }
 
@@ -47,11 +39,11 @@ TEST(HkdfTest, RejectsLengthsOutsideTheRfcRange) {
 // Golden values: the RFC 5869 construction in Python (hmac, hashlib), checked against the
 // RFC's vector above, with salt b"strata job secret v1" and each use's info string.
 TEST(DeriveKeyTest, OneKeyPerUseFromTheDocumentedSaltAndInfo) {
-  EXPECT_EQ(hex(deriveKey("job-42", KeyUse::kTlsPsk)),
+  EXPECT_EQ(toHex(deriveKey("job-42", KeyUse::kTlsPsk)),
             "5ca4d0ccd5fcfe25c4721715a0f8609f76230a0aa9f1f7242aac42b08eb9c5d5");
-  EXPECT_EQ(hex(deriveKey("job-42", KeyUse::kStoreAuth)),
+  EXPECT_EQ(toHex(deriveKey("job-42", KeyUse::kStoreAuth)),
             "23d48c22e95291328cb0c7592a29db5be0ab2b9db61030eeac7bd7905a9d9dd2");
-  EXPECT_EQ(hex(deriveKey("job-42", KeyUse::kTransportAuth)),
+  EXPECT_EQ(toHex(deriveKey("job-42", KeyUse::kTransportAuth)),
             "d168b979050832edf110b33f383d01019adacb7e0bed93b39ed7603b122f2e34");
   EXPECT_NE(deriveKey("job-43", KeyUse::kTlsPsk), deriveKey("job-42", KeyUse::kTlsPsk));
 }
@@ -60,7 +52,7 @@ TEST(ProofTest, MatchesTheDocumentedTranscript) {
   // HMAC-SHA256(store key of "job-42", b"strata proof v1\0" + b"\x0c" + b"store-client" +
   //             pack("<ii", 3, -1) + b"\x01"*32 + b"\x02"*32)
   const ProofInput in{"store-client", 3, -1, filled(1), filled(2)};
-  EXPECT_EQ(hex(prove(deriveKey("job-42", KeyUse::kStoreAuth), in)),
+  EXPECT_EQ(toHex(prove(deriveKey("job-42", KeyUse::kStoreAuth), in)),
             "ff400e589755b9d9801a0fe2c2498900fcf6f157c52dd0fc1ae2897d2b3d9b2d");
 }
 

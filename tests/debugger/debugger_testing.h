@@ -1,8 +1,11 @@
-// Helpers shared by the debugger tests: a temporary trial directory and config parsing.
+// Helpers shared by the debugger tests: a temporary trial directory, config parsing, and the
+// independent Python reader of our files.
 #pragma once
 
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -10,6 +13,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "core/hex.h"
 #include "debugger/hook.h"
 
 namespace strata::debugger::testing {
@@ -47,21 +51,51 @@ inline HookOptions hookOptions(const std::string& dir, int rank = 0, int worldSi
   return o;
 }
 
-inline std::string hexOf(const std::string& bytes) {
-  static const char* kDigits = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out += kDigits[c >> 4];
-    out += kDigits[c & 15];
-  }
-  return out;
-}
+inline std::string hexOf(const std::string& bytes) { return toHex(bytes); }
 
 inline std::string fromHex(const std::string& hex) {
   std::string out;
   for (size_t i = 0; i + 1 < hex.size(); i += 2)
     out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
   return out;
+}
+
+// Runs a shell command: its exit status (-1 when it did not exit normally), its stdout
+// appended to *out.
+inline int runCommand(const std::string& command, std::string* out) {
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return -1;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) out->append(buf, n);
+  const int status = ::pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// The independent reader of our event files: /usr/bin/python3 with Debian's python3-protobuf,
+// decoding with a .proto compiled by protoc at test time (tests/debugger/decode_events.py).
+inline const std::filesystem::path kDecodeEventsScript =
+    std::filesystem::path(STRATA_SOURCE_DIR) / "tests" / "debugger" / "decode_events.py";
+inline const std::filesystem::path kEventProtos =
+    std::filesystem::path(STRATA_SOURCE_DIR) / "src" / "debugger" / "proto";
+
+// Why that reader cannot run on this machine, "" when it can (a test skips with the reason).
+inline std::string pythonDecoderMissing() {
+  std::string ignored;
+  if (!std::filesystem::exists("/usr/bin/python3")) return "/usr/bin/python3 is not installed";
+  if (runCommand("/usr/bin/python3 -c 'import google.protobuf' 2>/dev/null", &ignored) != 0)
+    return "python3-protobuf is not installed (apt-get install python3-protobuf)";
+  if (runCommand("command -v protoc >/dev/null 2>&1", &ignored) != 0)
+    return "protoc is not installed (apt-get install protobuf-compiler)";
+  return "";
+}
+
+// Decodes the trial in `trialDir` (scratch files in `workDir`): the script's exit status (2:
+// its environment is incomplete) and its JSON in *out.
+inline int decodeWithPython(const std::string& trialDir, const std::string& workDir, std::string* out) {
+  return runCommand("/usr/bin/python3 " + kDecodeEventsScript.string() + " " + trialDir + " " +
+                        kEventProtos.string() + " " + workDir,
+                    out);
 }
 
 }  // namespace strata::debugger::testing

@@ -18,31 +18,11 @@ namespace fs = std::filesystem;
 using testing::debuggerConfig;
 using testing::TempDir;
 
-constexpr char kPython[] = "/usr/bin/python3";
-
-// Runs a shell command, returning its exit status and stdout.
-int run(const std::string& command, std::string* out) {
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) return -1;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) out->append(buf, n);
-  const int status = ::pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 TEST(WireCompat, PythonProtobufDecodesOurEvents) {
-  if (!fs::exists(kPython)) GTEST_SKIP() << kPython << " is not installed";
-  std::string ignored;
-  if (run(std::string(kPython) + " -c 'import google.protobuf' 2>/dev/null", &ignored) != 0)
-    GTEST_SKIP() << "python3-protobuf is not installed (apt-get install python3-protobuf)";
-  if (run("command -v protoc >/dev/null 2>&1", &ignored) != 0)
-    GTEST_SKIP() << "protoc is not installed (apt-get install protobuf-compiler)";
-  const fs::path here = fs::path(STRATA_SOURCE_DIR) / "tests" / "debugger";
-  const fs::path script = here / "decode_events.py";
-  const fs::path protos = here / ".." / ".." / "src" / "debugger" / "proto";
-  ASSERT_TRUE(fs::exists(script)) << script;
-  ASSERT_TRUE(fs::exists(protos / "smdebug_event.proto")) << protos;
+  const std::string missing = testing::pythonDecoderMissing();
+  if (!missing.empty()) GTEST_SKIP() << missing;
+  ASSERT_TRUE(fs::exists(testing::kDecodeEventsScript)) << testing::kDecodeEventsScript;
+  ASSERT_TRUE(fs::exists(testing::kEventProtos / "smdebug_event.proto")) << testing::kEventProtos;
 
   TempDir trial, work;
   {
@@ -67,9 +47,7 @@ TEST(WireCompat, PythonProtobufDecodesOurEvents) {
     hook.close(true);
   }
   std::string out;
-  const int status = run(std::string(kPython) + " " + script.string() + " " + trial.path() + " " +
-                             protos.string() + " " + work.path(),
-                         &out);
+  const int status = testing::decodeWithPython(trial.path(), work.path(), &out);
   if (status == 2) GTEST_SKIP() << "decode_events.py found its environment incomplete";
   ASSERT_EQ(status, 0) << out;
   const auto j = nlohmann::json::parse(out);

@@ -22,12 +22,7 @@ TEST(DataParallelFeatures, FrozenParametersAreSkipped) {
   const auto frozenBefore = snapshot(net[0]->parameters());
   for (int step = 0; step < 5; ++step) {
     auto [x, y] = globalBatch(step);
-    refOpt.zero_grad();
-    torch::mse_loss(reference->forward(x), y).backward();
-    refOpt.step();
-    opt.zero_grad();
-    model.backward(torch::mse_loss(model(localSlice(x)), localSlice(y)));
-    opt.step();
+    stepBoth(reference, refOpt, model, opt, x, y);
   }
   EXPECT_LE(maxRelativeDiff(model.parameters(), reference->parameters()), 1e-5);
   EXPECT_EQ(maxRelativeDiff(net[0]->parameters(), frozenBefore), 0.0);
@@ -132,12 +127,7 @@ TEST(DataParallelFeatures, Bfloat16GradientsTrainCloseToTheReference) {
   DistributedOptimizer opt(torch::optim::SGD(model.parameters(), 0.1), model);
   for (int step = 0; step < 10; ++step) {
     auto [x, y] = globalBatch(step);
-    refOpt.zero_grad();
-    torch::mse_loss(reference->forward(x), y).backward();
-    refOpt.step();
-    opt.zero_grad();
-    model.backward(torch::mse_loss(model(localSlice(x)), localSlice(y)));
-    opt.step();
+    stepBoth(reference, refOpt, model, opt, x, y);
   }
   const double diff = maxRelativeDiff(model.parameters(), reference->parameters());
   EXPECT_LE(diff, 2e-2);

@@ -76,12 +76,7 @@ TEST(DataParallelFidelity, Float64WithExactArithmeticIsBitwiseEqual) {
     torch::manual_seed(step);
     auto x = torch::randint(-3, 4, {kGlobalBatch, 8}, torch::kFloat64);
     auto y = torch::randint(-3, 4, {kGlobalBatch, 4}, torch::kFloat64);
-    refOpt.zero_grad();
-    torch::mse_loss(reference->forward(x), y).backward();
-    refOpt.step();
-    opt.zero_grad();
-    model.backward(torch::mse_loss(model(localSlice(x)), localSlice(y)));
-    opt.step();
+    stepBoth(reference, refOpt, model, opt, x, y);
   }
   const auto a = model.parameters(), b = reference->parameters();
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;

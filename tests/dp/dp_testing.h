@@ -46,4 +46,16 @@ inline std::vector<torch::Tensor> snapshot(const std::vector<torch::Tensor>& par
   return out;
 }
 
+// One training step on the global batch (x, y) with an MSE loss: the single-process
+// reference on the whole batch, the data-parallel model on this rank's slice.
+inline void stepBoth(torch::nn::Sequential& reference, torch::optim::Optimizer& refOpt, DistributedModel& model,
+                     DistributedOptimizer& opt, const torch::Tensor& x, const torch::Tensor& y) {
+  refOpt.zero_grad();
+  torch::mse_loss(reference->forward(x), y).backward();
+  refOpt.step();
+  opt.zero_grad();
+  model.backward(torch::mse_loss(model(localSlice(x)), localSlice(y)));
+  opt.step();
+}
+
 }  // namespace strata::testing

@@ -10,52 +10,32 @@
 #   * a checkpoint of a different model is refused on every rank, naming the parameter.
 #   transformer_lm_checkpoint.sh MPIEXEC EXAMPLE EXAMPLE_DIR
 set -euo pipefail
-MPIEXEC="$1"; EXAMPLE="$2"; CONFIGS="$3"
-workdir=$(mktemp -d); trap 'rm -rf "$workdir"' EXIT; cd "$workdir"
+source "$(dirname "$0")/lib.sh"
+transformer_lm_start "$@"
 MODEL=(--layers 3 --d-model 32 --heads 2 --seq-len 16 --batch-size 8 --eval-batches 0 --seed 11)
 
-cat >p1.json <<'EOF'
-{"output_dir": "runs/p1", "modelparallel": {"enabled": true, "partitions": 1, "microbatches": 4}}
-EOF
-cat >p4.json <<'EOF'
-{"output_dir": "runs/p4", "modelparallel": {"enabled": true, "partitions": 4, "microbatches": 4}}
-EOF
 
-# run NP CONFIG ARGS... -> the final line (the whole output on stderr)
-run() {
-  local np="$1" config="$2" out; shift 2
-  out=$("$MPIEXEC" -n "$np" "$EXAMPLE" --config "$config" "${MODEL[@]}" "$@" 2>&1) || {
-    echo "$out"; echo "FAIL: np $np $config $* exited non-zero"; exit 1; }
-  echo "$out" >&2
-  grep '^final:' <<<"$out" || { echo "FAIL: no final line: np $np $config $*"; exit 1; }
-}
-hash_of() { sed -E 's/.*params_sha256=([0-9a-f]+).*/\1/' <<<"$1"; }
-loss_of() { sed -E 's/.*loss=([-0-9.e+]+).*/\1/' <<<"$1"; }
-expect_same() {
-  [ "$(hash_of "$2")" = "$(hash_of "$3")" ] || { echo "FAIL: $1: $2 vs $3"; exit 1; }
-  echo "ok: $1: $(hash_of "$2")"
-}
 kind_of() { sed -nE 's/.*"kind": *"([a-z]+)".*/\1/p' "$1"/step-000000000003/manifest.json; }
 
-reference=$(run 2 "$CONFIGS/job_pipeline.json" --max-steps 6)
+reference=$(run_np 2 "$CONFIGS/job_pipeline.json" --max-steps 6)
 
-run 4 p4.json --max-steps 3 --checkpoint-dir ck4 --checkpoint-every 3 >/dev/null
+run_np 4 p4.json --max-steps 3 --checkpoint-dir ck4 --checkpoint-every 3 >/dev/null
 [ "$(kind_of ck4)" = partial ] || { echo "FAIL: p=4 did not write a partial checkpoint"; exit 1; }
 for layout in p2 p1 dp; do cp -r ck4 "ck4-$layout"; done
-expect_same "p=4 (3 steps) -> p=2 (3 steps) == p=2 (6 steps)" \
-  "$(run 2 "$CONFIGS/job_pipeline.json" --max-steps 6 --checkpoint-dir ck4-p2 --resume)" "$reference"
-expect_same "p=4 (3 steps) -> one process (3 steps) == p=2 (6 steps)" \
-  "$(run 1 p1.json --max-steps 6 --checkpoint-dir ck4-p1 --resume)" "$reference"
-dp=$(run 2 "$CONFIGS/job_dp.json" --max-steps 6 --checkpoint-dir ck4-dp --resume)
+p2=$(run_np 2 "$CONFIGS/job_pipeline.json" --max-steps 6 --checkpoint-dir ck4-p2 --resume)
+same_hash "p=4 (3 steps) -> p=2 (3 steps)" "$p2" "p=2 (6 steps)" "$reference"
+p1=$(run_np 1 p1.json --max-steps 6 --checkpoint-dir ck4-p1 --resume)
+same_hash "p=4 (3 steps) -> one process (3 steps)" "$p1" "p=2 (6 steps)" "$reference"
+dp=$(run_np 2 "$CONFIGS/job_dp.json" --max-steps 6 --checkpoint-dir ck4-dp --resume)
 awk -v a="$(loss_of "$dp")" -v b="$(loss_of "$reference")" \
   'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * b) }' ||
   { echo "FAIL: p=4 -> data parallel: loss $(loss_of "$dp") vs $(loss_of "$reference")"; exit 1; }
 echo "ok: p=4 (3 steps) -> data parallel (3 steps): loss $(loss_of "$dp") ~ $(loss_of "$reference")"
 
-run 2 "$CONFIGS/job_pipeline.json" --max-steps 3 --checkpoint-dir ck2full --checkpoint-every 3 --full-checkpoint >/dev/null
+run_np 2 "$CONFIGS/job_pipeline.json" --max-steps 3 --checkpoint-dir ck2full --checkpoint-every 3 --full-checkpoint >/dev/null
 [ "$(kind_of ck2full)" = full ] || { echo "FAIL: --full-checkpoint did not write a full checkpoint"; exit 1; }
-expect_same "p=2 full checkpoint (3 steps) -> p=4 (3 steps) == p=2 (6 steps)" \
-  "$(run 4 p4.json --max-steps 6 --checkpoint-dir ck2full --resume)" "$reference"
+full=$(run_np 4 p4.json --max-steps 6 --checkpoint-dir ck2full --resume)
+same_hash "p=2 full checkpoint (3 steps) -> p=4 (3 steps)" "$full" "p=2 (6 steps)" "$reference"
 
 # A different model: wider blocks. Every rank refuses, naming the first differing parameter.
 status=0

@@ -3,8 +3,8 @@
 # CLI11's 105/109 for malformed or unknown options), before training anything.
 #   transformer_lm_flags.sh MPIEXEC EXAMPLE EXAMPLE_DIR
 set -euo pipefail
-MPIEXEC="$1"; EXAMPLE="$2"; CONFIGS="$3"
-workdir=$(mktemp -d); trap 'rm -rf "$workdir"' EXIT; cd "$workdir"
+source "$(dirname "$0")/lib.sh"
+transformer_lm_start "$@"
 # tiny FLAG VALUE ...: a tiny model's flags with the given ones replacing the defaults (CLI11
 # refuses an option given twice).
 tiny() {

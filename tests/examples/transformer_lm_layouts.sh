@@ -12,34 +12,14 @@
 # it only the summation order of the gradients differs): |Δloss| / loss <= 1e-4.
 #   transformer_lm_layouts.sh MPIEXEC EXAMPLE EXAMPLE_DIR
 set -euo pipefail
-MPIEXEC="$1"; EXAMPLE="$2"; CONFIGS="$3"
-workdir=$(mktemp -d); trap 'rm -rf "$workdir"' EXIT; cd "$workdir"
+source "$(dirname "$0")/lib.sh"
+transformer_lm_start "$@"
 MODEL=(--layers 2 --d-model 32 --heads 2 --seq-len 16 --batch-size 8 --max-steps 4 --eval-batches 1 --seed 7)
 
-cat >p1.json <<'EOF'
-{"output_dir": "runs/p1", "modelparallel": {"enabled": true, "partitions": 1, "microbatches": 4}}
-EOF
-cat >p4.json <<'EOF'
-{"output_dir": "runs/p4", "modelparallel": {"enabled": true, "partitions": 4, "microbatches": 4}}
-EOF
 cat >p1dp2.json <<'EOF'
 {"output_dir": "runs/p1dp2", "modelparallel": {"enabled": true, "partitions": 1, "microbatches": 4, "ddp": true}}
 EOF
 
-# run NP CONFIG [ARGS...] -> the final line
-run() {
-  local np="$1" config="$2" out; shift 2
-  out=$("$MPIEXEC" -n "$np" "$EXAMPLE" --config "$config" "${MODEL[@]}" "$@" 2>&1) || {
-    echo "$out"; echo "FAIL: np $np $config exited non-zero"; exit 1; }
-  echo "$out" >&2
-  grep '^final:' <<<"$out" || { echo "FAIL: np $np $config printed no final line"; exit 1; }
-}
-hash_of() { sed -E 's/.*params_sha256=([0-9a-f]+).*/\1/' <<<"$1"; }
-loss_of() { sed -E 's/.*loss=([-0-9.e+]+).*/\1/' <<<"$1"; }
-same_hash() {
-  [ "$(hash_of "$2")" = "$(hash_of "$4")" ] || { echo "FAIL: $1 and $3 differ: $2 / $4"; exit 1; }
-  echo "ok: $1 == $3 (bitwise): $(hash_of "$2")"
-}
 close_loss() {
   local a b
   a=$(loss_of "$2"); b=$(loss_of "$4")
@@ -49,14 +29,14 @@ close_loss() {
   echo "ok: $1 loss $a ~ $3 loss $b (1e-4 relative)"
 }
 
-single=$(run 1 p1.json)
-pipe2=$(run 2 "$CONFIGS/job_pipeline.json")
-pipe4=$(run 4 p4.json)
-dp2=$(run 2 p1dp2.json)
-hybrid=$(run 4 "$CONFIGS/job_hybrid.json")
-single0=$(run 1 p1.json --dropout 0)
-dp0=$(run 2 p1dp2.json --dropout 0)
-plain_dp0=$(run 2 "$CONFIGS/job_dp.json" --dropout 0)
+single=$(run_np 1 p1.json)
+pipe2=$(run_np 2 "$CONFIGS/job_pipeline.json")
+pipe4=$(run_np 4 p4.json)
+dp2=$(run_np 2 p1dp2.json)
+hybrid=$(run_np 4 "$CONFIGS/job_hybrid.json")
+single0=$(run_np 1 p1.json --dropout 0)
+dp0=$(run_np 2 p1dp2.json --dropout 0)
+plain_dp0=$(run_np 2 "$CONFIGS/job_dp.json" --dropout 0)
 
 grep -q 'final: step=4 ' <<<"$single" || { echo "FAIL: expected step=4: $single"; exit 1; }
 same_hash "one process" "$single" "p=2" "$pipe2"

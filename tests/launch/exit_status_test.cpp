@@ -15,42 +15,34 @@
 #include "checkpoint/catalog.h"
 #include "strata/exit_codes.h"
 #include "testing/child_process.h"
+#include "testing/worker_driver.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
-using strata::testing::ChildProcess;
-using strata::testing::lastValueOf;
-using strata::testing::readWholeFile;
-using strata::testing::waitForFile;
+using namespace strata::testing;  // ChildProcess, the worker paths, file helpers
 
-const std::string kWorker = STRATA_TRAIN_WORKER;
-const std::string kStrata = STRATA_CLI;
-const std::string kMpiexec = STRATA_MPIEXEC;
-const std::string kRunRoot = STRATA_LAUNCH_RUN_DIR;
 constexpr milliseconds kWallLimit{90000};
 constexpr milliseconds kStartLimit{40000};  // mpirun and libtorch start slowly on a loaded machine
 
 class ExitStatus : public ::testing::Test {
  protected:
   void SetUp() override {
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
-    setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
+    allowMpiexecInContainers();
     dir_ = kRunRoot + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
   // mpiexec -n 2 worker; a long, slow job unless `steps` says otherwise.
   std::vector<std::string> job(const std::vector<std::string>& extra = {}, int steps = 2000) const {
-    std::vector<std::string> argv = {kMpiexec, "-n", "2", kWorker, "--run-dir", dir_, "--steps",
+    std::vector<std::string> argv = {kMpiexec, "-n", "2", kTrainWorker, "--run-dir", dir_, "--steps",
                                      std::to_string(steps), "--every", "1000", "--sleep-ms", "10"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return argv;
   }
   std::vector<std::string> underStrataRun(int maxRestarts, const std::vector<std::string>& command) const {
-    std::vector<std::string> argv = {kStrata, "run", "--max-restarts", std::to_string(maxRestarts),
+    std::vector<std::string> argv = {kStrataCli, "run", "--max-restarts", std::to_string(maxRestarts),
                                      "--restart-delay-ms", "50", "--"};
     argv.insert(argv.end(), command.begin(), command.end());
     return argv;
@@ -68,19 +60,53 @@ class ExitStatus : public ::testing::Test {
     const auto verdict = strata::checkpoint::verifyCheckpoint(entries.front().path);
     EXPECT_TRUE(verdict.complete) << entries.front().path << ": " << verdict.why;
   }
+  // How a launcher (mpirun, or `strata run`) ended: its exit code (-1 after a hang) and output.
+  struct Ended {
+    int code = -1;
+    std::string output;
+  };
+  // Starts `argv`, sends `signo` to the launcher itself once both ranks train, and waits for
+  // its end.
+  Ended signalledWhileTraining(const std::vector<std::string>& argv, int signo) {
+    ChildProcess launcher(argv, dir_ + "/log.txt");
+    waitUntilTraining(launcher);
+    launcher.signal(signo);
+    Ended ended;
+    if (!launcher.wait(kWallLimit, &ended.code)) ADD_FAILURE() << "hang\n" << launcher.output();
+    ended.output = launcher.output();
+    return ended;
+  }
+  // A job of `steps` steps (--resume) under `strata run --max-restarts 1` whose rank 1 gets
+  // `signo` once both ranks train: the job must be restarted and finish all its steps (exit
+  // 0). Returns the whole output ("" after a hang).
+  std::string restartedAfterSignalToRankOne(int signo, int steps) {
+    ChildProcess run(underStrataRun(1, job({"--resume"}, steps)), dir_ + "/log.txt");
+    waitUntilTraining(run);
+    const pid_t rank1 = static_cast<pid_t>(std::atol(readWholeFile(pidFile(1)).c_str()));
+    if (rank1 <= 0) {
+      ADD_FAILURE() << "no pid of rank 1 in " << pidFile(1);
+      return "";
+    }
+    ::kill(rank1, signo);
+    int code = 0;
+    if (!run.wait(kWallLimit, &code)) {
+      ADD_FAILURE() << "hang\n" << run.output();
+      return "";
+    }
+    const std::string out = run.output();
+    EXPECT_EQ(code, 0) << out;
+    EXPECT_EQ(lastValueOf(out, "final:", "step"), std::to_string(steps)) << out;
+    return out;
+  }
   std::string dir_;
 };
 
 TEST_F(ExitStatus, SigusrOneToMpirunStopsTheJobWithACheckpointAndExits75) {
-  ChildProcess mpirun(job(), dir_ + "/log.txt");
-  waitUntilTraining(mpirun);
-  mpirun.signal(SIGUSR1);
-  int code = 0;
-  ASSERT_TRUE(mpirun.wait(kWallLimit, &code)) << "hang\n" << mpirun.output();
-  EXPECT_EQ(code, strata::kExitStopped) << mpirun.output();
-  const std::string step = lastValueOf(mpirun.output(), "final:", "step");
-  EXPECT_FALSE(step.empty()) << mpirun.output();
-  EXPECT_EQ(lastValueOf(mpirun.output(), "saved", "step"), step) << mpirun.output();
+  const Ended mpirun = signalledWhileTraining(job(), SIGUSR1);
+  EXPECT_EQ(mpirun.code, strata::kExitStopped) << mpirun.output;
+  const std::string step = lastValueOf(mpirun.output, "final:", "step");
+  EXPECT_FALSE(step.empty()) << mpirun.output;
+  EXPECT_EQ(lastValueOf(mpirun.output, "saved", "step"), step) << mpirun.output;
   expectNewestCheckpointComplete();
 }
 
@@ -88,22 +114,14 @@ TEST_F(ExitStatus, SigusrOneToMpirunStopsTheJobWithACheckpointAndExits75) {
 // job and mpirun exits 1 whatever the ranks did. (If this starts failing, Open MPI changed and
 // the document must change with it.)
 TEST_F(ExitStatus, SigtermToMpirunItselfExitsOne) {
-  ChildProcess mpirun(job(), dir_ + "/log.txt");
-  waitUntilTraining(mpirun);
-  mpirun.signal(SIGTERM);
-  int code = 0;
-  ASSERT_TRUE(mpirun.wait(kWallLimit, &code)) << "hang\n" << mpirun.output();
-  EXPECT_EQ(code, 1) << mpirun.output();
+  const Ended mpirun = signalledWhileTraining(job(), SIGTERM);
+  EXPECT_EQ(mpirun.code, 1) << mpirun.output;
 }
 
 TEST_F(ExitStatus, SigtermToStrataRunBecomesAStopAndIsNotRestarted) {
-  ChildProcess run(underStrataRun(3, job()), dir_ + "/log.txt");
-  waitUntilTraining(run);
-  run.signal(SIGTERM);
-  int code = 0;
-  ASSERT_TRUE(run.wait(kWallLimit, &code)) << "hang\n" << run.output();
-  const std::string out = run.output();
-  EXPECT_EQ(code, strata::kExitStopped) << out;
+  const Ended run = signalledWhileTraining(underStrataRun(3, job()), SIGTERM);
+  const std::string& out = run.output;
+  EXPECT_EQ(run.code, strata::kExitStopped) << out;
   EXPECT_NE(out.find("stopped after its checkpoint, as we were asked to"), std::string::npos) << out;
   EXPECT_EQ(out.find("attempt 2"), std::string::npos) << "restarted after a stop request\n" << out;
   expectNewestCheckpointComplete();
@@ -112,32 +130,14 @@ TEST_F(ExitStatus, SigtermToStrataRunBecomesAStopAndIsNotRestarted) {
 // A stop from outside (SIGTERM to one rank, as a node's reclaim does) is an interruption:
 // `strata run` restarts the job, which resumes from the checkpoint and finishes.
 TEST_F(ExitStatus, InterruptionFromOutsideIsRestartedAndResumes) {
-  ChildProcess run(underStrataRun(1, job({"--resume"}, 60)), dir_ + "/log.txt");
-  waitUntilTraining(run);
-  const pid_t rank1 = static_cast<pid_t>(std::atol(readWholeFile(pidFile(1)).c_str()));
-  ASSERT_GT(rank1, 0);
-  ::kill(rank1, SIGTERM);
-  int code = 0;
-  ASSERT_TRUE(run.wait(kWallLimit, &code)) << "hang\n" << run.output();
-  const std::string out = run.output();
-  EXPECT_EQ(code, 0) << out;
+  const std::string out = restartedAfterSignalToRankOne(SIGTERM, 60);
   EXPECT_NE(out.find("interrupted after its checkpoint; restart 1 of 1"), std::string::npos) << out;
   EXPECT_FALSE(lastValueOf(out, "resumed", "step").empty()) << out;
-  EXPECT_EQ(lastValueOf(out, "final:", "step"), "60") << out;
 }
 
 TEST_F(ExitStatus, KilledRankGives137AndIsRestarted) {
-  ChildProcess run(underStrataRun(1, job({"--resume"}, 40)), dir_ + "/log.txt");
-  waitUntilTraining(run);
-  const pid_t rank1 = static_cast<pid_t>(std::atol(readWholeFile(pidFile(1)).c_str()));
-  ASSERT_GT(rank1, 0);
-  ::kill(rank1, SIGKILL);
-  int code = 0;
-  ASSERT_TRUE(run.wait(kWallLimit, &code)) << "hang\n" << run.output();
-  const std::string out = run.output();
-  EXPECT_EQ(code, 0) << out;
+  const std::string out = restartedAfterSignalToRankOne(SIGKILL, 40);
   EXPECT_NE(out.find("exited with code 137; restart 1 of 1"), std::string::npos) << out;
-  EXPECT_EQ(lastValueOf(out, "final:", "step"), "40") << out;
 }
 
 TEST_F(ExitStatus, ConfigErrorExits78UnderMpirunAndIsNotRestarted) {

@@ -22,6 +22,16 @@ in_testbed() {  # in_testbed [testbed.sh up options] -- "$@"
 # scheduling slack for 4 ranks on a loaded 2-core machine.
 end_bound_s() { echo $((3 * $1 / 1000 + 15)); }   # end_bound_s TIMEOUT_MS
 
+# The fault scenarios (a cut link, a wrong secret) run with a short collective timeout, so a
+# fault is noticed within seconds; ended_in_time TOOK_S WHAT fails the scenario unless every
+# rank was gone within end_bound_s of it.
+FAULT_TIMEOUT_MS=8000
+ended_in_time() {
+  local bound; bound=$(end_bound_s $FAULT_TIMEOUT_MS)
+  echo "$2 ended ${1}s after the fault (bound ${bound}s, STRATA_TIMEOUT_MS=$FAULT_TIMEOUT_MS)"
+  awk -v t="$1" -v b="$bound" 'BEGIN { exit !(t <= b) }' || fail "$2 took ${1}s to end, over ${bound}s"
+}
+
 fail() { echo "FAIL: $*"; exit 1; }
 
 launch() { "$TESTBED" launch "$TESTBED_ID" --logs "$LOGS/$1" "${@:2}"; }   # launch NAME [options] -- CMD

@@ -6,6 +6,7 @@
 
 #include "core/errors.h"
 #include "pipeline/layer_cost.h"
+#include "testing/config_error.h"
 
 namespace strata::pipeline {
 namespace {
@@ -13,12 +14,7 @@ namespace {
 using nlohmann::json;
 
 std::string errorOf(const json& doc) {
-  try {
-    layerProfileFromJson(doc, "p.json");
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "no error";
+  return strata::testing::configErrorOf([&] { layerProfileFromJson(doc, "p.json"); });
 }
 
 TEST(LayerProfile, JsonRoundTrip) {

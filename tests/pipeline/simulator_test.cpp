@@ -39,6 +39,15 @@ std::string joined(const std::vector<std::string>& errors) {
   return out;
 }
 
+// The programs, simulated with unit costs on `partitions` stages, fail with an error containing
+// each of `needles`.
+void expectRejected(const std::vector<Program>& programs, int partitions, const std::vector<std::string>& needles) {
+  const SimulationResult r = simulate(programs, uniformCostModel(partitions, 1, 1, 1));
+  EXPECT_FALSE(r.ok);
+  ASSERT_FALSE(r.errors.empty());
+  for (const std::string& needle : needles) EXPECT_TRUE(anyContains(r.errors, needle)) << joined(r.errors);
+}
+
 TEST(Simulator, SwappedSendOrderIsAMismatch) {
   auto programs = buildPrograms(spec(ScheduleKind::kSimple, 2, 4));
   auto& ins = programs[0].instructions;
@@ -47,12 +56,9 @@ TEST(Simulator, SwappedSendOrderIsAMismatch) {
   const Instruction moved = ins[first];
   ins.erase(ins.begin() + static_cast<long>(first));
   ins.insert(ins.begin() + static_cast<long>(indexOf(programs[0], Op::kSendActivation, 1)) + 1, moved);
-  const SimulationResult r = simulate(programs, uniformCostModel(2, 1, 1, 1));
-  EXPECT_FALSE(r.ok);
-  ASSERT_FALSE(r.errors.empty());
-  EXPECT_TRUE(anyContains(r.errors, "expects the activation of microbatch 0")) << joined(r.errors);
-  EXPECT_TRUE(anyContains(r.errors, "the next message on that channel is the activation of microbatch 1"))
-      << joined(r.errors);
+  expectRejected(programs, 2,
+                 {"expects the activation of microbatch 0",
+                  "the next message on that channel is the activation of microbatch 1"});
 }
 
 TEST(Simulator, ReceiveBeforeSendOnBothSidesIsADeadlock) {
@@ -65,11 +71,7 @@ TEST(Simulator, ReceiveBeforeSendOnBothSidesIsADeadlock) {
   const Instruction moved = ins[recv];
   ins.erase(ins.begin() + static_cast<long>(recv));
   ins.insert(ins.begin() + static_cast<long>(send), moved);
-  const SimulationResult r = simulate(programs, uniformCostModel(2, 1, 1, 1));
-  EXPECT_FALSE(r.ok);
-  EXPECT_TRUE(anyContains(r.errors, "deadlock: rank 0 waits")) << joined(r.errors);
-  EXPECT_TRUE(anyContains(r.errors, "deadlock: rank 1 waits")) << joined(r.errors);
-  EXPECT_TRUE(anyContains(r.errors, "gradient of microbatch 0")) << joined(r.errors);
+  expectRejected(programs, 2, {"deadlock: rank 0 waits", "deadlock: rank 1 waits", "gradient of microbatch 0"});
 }
 
 TEST(Simulator, AMessageNobodyReceivesIsReported) {
@@ -77,18 +79,14 @@ TEST(Simulator, AMessageNobodyReceivesIsReported) {
   auto& ins = programs[0].instructions;
   // Rank 0 sends an extra copy of microbatch 1's activation at the end.
   ins.insert(ins.end() - 1, Instruction{Op::kSendActivation, 1, 0, 1});
-  const SimulationResult r = simulate(programs, uniformCostModel(2, 1, 1, 1));
-  EXPECT_FALSE(r.ok);
-  EXPECT_TRUE(anyContains(r.errors, "which never receives it")) << joined(r.errors);
+  expectRejected(programs, 2, {"which never receives it"});
 }
 
 TEST(Simulator, BackwardBeforeForwardIsReported) {
   auto programs = buildPrograms(spec(ScheduleKind::kSimple, 1, 2));
   auto& ins = programs[0].instructions;
   std::swap(ins[indexOf(programs[0], Op::kForward, 1)], ins[indexOf(programs[0], Op::kBackward, 1)]);
-  const SimulationResult r = simulate(programs, uniformCostModel(1, 1, 1, 1));
-  EXPECT_FALSE(r.ok);
-  EXPECT_TRUE(anyContains(r.errors, "runs a backward before its forward")) << joined(r.errors);
+  expectRejected(programs, 1, {"runs a backward before its forward"});
 }
 
 TEST(Simulator, ComputeBeforeItsInputArrivedIsReported) {
@@ -98,9 +96,7 @@ TEST(Simulator, ComputeBeforeItsInputArrivedIsReported) {
   const size_t recv = indexOf(programs[1], Op::kRecvActivation, 0);
   const size_t fwd = indexOf(programs[1], Op::kForward, 0);
   std::swap(ins[recv], ins[fwd]);
-  const SimulationResult r = simulate(programs, uniformCostModel(2, 1, 1, 1));
-  EXPECT_FALSE(r.ok);
-  EXPECT_TRUE(anyContains(r.errors, "runs before its input activation arrived")) << joined(r.errors);
+  expectRejected(programs, 2, {"runs before its input activation arrived"});
 }
 
 TEST(Simulator, MisuseThrows) {

@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "strata/strata.h"
+#include "testing/e2e_training.h"
 
 namespace {
 
@@ -52,15 +53,7 @@ int main(int argc, char** argv) {
   const torch::Tensor x = torch::randn({kBatch, kWidth}), y = torch::randn({kBatch, kWidth});
   strata::DistributedModel model(list, x);
   strata::DistributedOptimizer opt(torch::optim::AdamW(model.parameters(), 1e-3), model);
-  for (int step = 0; step < 2; ++step) {
-    opt.zero_grad();
-    model.step(x, y, [](strata::DistributedModel& m, const torch::Tensor& in, const torch::Tensor& target) {
-      auto loss = torch::mse_loss(m(in), target);
-      m.backward(loss);
-      return loss;
-    });
-    opt.step();
-  }
+  for (int step = 0; step < 2; ++step) strata::testing::trainStep(model, opt, x, y, strata::testing::Loss::kMse);
   const int64_t predicted = model.model_parallel() ? model.pipeline_stats().predictedStaticBytes : -1;
   std::printf("rank=%d baseline_kb=%lld peak_kb=%lld predicted_bytes=%lld held_bytes=%lld\n", strata::rank(),
               static_cast<long long>(baseline), static_cast<long long>(peakRssKb()), static_cast<long long>(predicted),

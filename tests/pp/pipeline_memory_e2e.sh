@@ -6,9 +6,8 @@
 # equal the plan's prediction exactly. optimize: memory, so the cut follows the bytes (a
 # speed cut follows timings, which a loaded machine skews).
 set -euo pipefail
-MPIEXEC="$1"; BINARY="$2"
-dir=$(mktemp -d "${TMPDIR:-/tmp}/strata_pp_mem_XXXXXX")
-trap '[ -n "${KEEP:-}" ] || rm -rf "$dir"' EXIT; echo "run dir: $dir"
+source "$(dirname "$0")/../testing/e2e_driver.sh"
+e2e_start pp_mem "$@"
 cat >"$dir/one.json" <<JSON
 {"output_dir": "$dir/one", "profiler": {"disable_profiler": true}}
 JSON

@@ -24,6 +24,7 @@
 #include "profiler/trace_check.h"  // tests/profiler
 #include "strata/strata.h"
 #include "testing/e2e_checker.h"
+#include "testing/e2e_training.h"
 #include "testing/e2e_profiler_files.h"
 
 namespace {
@@ -46,13 +47,7 @@ void train() {
   for (int64_t step = 0; step < kSteps; ++step) {
     torch::manual_seed(100 + step);  // the same batch on both ranks of the pipeline
     const torch::Tensor x = torch::randn({16, 8}), y = torch::randn({16, 4});
-    opt.zero_grad();
-    model.step(x, y, [](strata::DistributedModel& m, const torch::Tensor& in, const torch::Tensor& target) {
-      auto loss = torch::mse_loss(m(in), target);
-      m.backward(loss);
-      return loss;
-    });
-    opt.step();
+    strata::testing::trainStep(model, opt, x, y, strata::testing::Loss::kMse);
   }
 }
 
@@ -144,20 +139,11 @@ void checkProfiler(const std::string& dir, int worldSize, Checker& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    strata::init(argc, argv);
-    const std::string dir = strata::outputDir();
-    const int rank = strata::rank(), worldSize = strata::size();
-    train();
-    std::this_thread::sleep_for(std::chrono::milliseconds(400));  // a few system samples
-    strata::finalize();
-    if (rank != 0) return 0;
-    Checker c;
-    checkProfiler(dir, worldSize, c);
-    std::printf(c.problems == 0 ? "PASS\n" : "%d problem(s)\n", c.problems);
-    return c.problems == 0 ? 0 : 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
+  return strata::testing::trainThenCheck(
+      argc, argv,
+      [] {
+        train();
+        std::this_thread::sleep_for(std::chrono::milliseconds(400));  // a few system samples
+      },
+      checkProfiler);
 }

@@ -3,10 +3,10 @@
 # pipelines with data parallelism across them; 4 microbatches, manual partition) with the
 # profiler on: system metrics every 100 ms, framework timeline for steps 1..3.
 set -euo pipefail
-MPIEXEC="$1"; BINARY="$2"; NP="${3:-2}"
+source "$(dirname "$0")/../testing/e2e_driver.sh"
+e2e_start pp_prof "$@"
+NP="${3:-2}"
 ddp=false; [ "$NP" -gt 2 ] && ddp=true
-dir=$(mktemp -d "${TMPDIR:-/tmp}/strata_pp_prof_XXXXXX")
-trap '[ -n "${KEEP:-}" ] || rm -rf "$dir"' EXIT; echo "run dir: $dir"
 cat >"$dir/job.json" <<JSON
 {
   "output_dir": "$dir/run",

@@ -7,17 +7,6 @@
 namespace strata::testing {
 namespace {
 
-template <typename Fn>
-void expectConfigError(Fn fn, const std::vector<std::string>& needles) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error on rank " << strata::rank();
-  } catch (const ConfigError& e) {
-    for (const auto& n : needles)
-      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "missing \"" << n << "\" in: " << e.what();
-  }
-}
-
 std::string mpConfig(const std::string& extra) {
   const bool hybrid = strata::size() > 2;
   return std::string(R"({"enabled": true, "partitions": 2, "microbatches": 4, "ddp": )") +
@@ -25,7 +14,7 @@ std::string mpConfig(const std::string& extra) {
 }
 
 TEST(PipelineBadInput, MorePartitionsThanLayers) {
-  expectConfigError(
+  expectErrorEverywhere<ConfigError>(
       [] {
         torch::nn::Sequential net(torch::nn::Linear(8, 4));
         DistributedModelOptions o;
@@ -40,12 +29,12 @@ TEST(PipelineBadInput, MicrobatchesNotDividingTheBatch) {
   DistributedModelOptions o;
   o.modelParallel = mpConfig("");
   DistributedModel model(net, o);
-  expectConfigError([&] { model.step(torch::randn({10, 8}), torch::randn({10, 4}), mseStep); },
+  expectErrorEverywhere<ConfigError>([&] { model.step(torch::randn({10, 8}), torch::randn({10, 4}), mseStep); },
                     {"/modelparallel/microbatches", "4", "10"});
 }
 
 TEST(PipelineBadInput, RanksNotDivisibleByPartitions) {
-  expectConfigError(
+  expectErrorEverywhere<ConfigError>(
       [] {
         auto net = makeNet();
         DistributedModelOptions o;
@@ -56,7 +45,7 @@ TEST(PipelineBadInput, RanksNotDivisibleByPartitions) {
 }
 
 TEST(PipelineBadInput, UnknownScheduleName) {
-  expectConfigError(
+  expectErrorEverywhere<ConfigError>(
       [] {
         auto net = makeNet();
         DistributedModelOptions o;
@@ -67,7 +56,7 @@ TEST(PipelineBadInput, UnknownScheduleName) {
 }
 
 TEST(PipelineBadInput, ManualPartitionNamingAnUnknownLayer) {
-  expectConfigError(
+  expectErrorEverywhere<ConfigError>(
       [] {
         auto net = makeNet();
         DistributedModelOptions o;

@@ -100,18 +100,6 @@ TEST(LayerListModel, ARankBuildsOnlyItsOwnLayers) {
 namespace strata::testing {
 namespace {
 
-// Every rank gets an error of type E whose message has every needle: nobody hangs.
-template <typename E, typename Fn>
-void expectErrorEverywhere(Fn fn, const std::vector<std::string>& needles) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error on rank " << strata::rank();
-  } catch (const E& e) {
-    for (const auto& n : needles)
-      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "missing \"" << n << "\" in: " << e.what();
-  }
-}
-
 DistributedModelOptions pipeOfAll(const std::string& extra = "") {
   DistributedModelOptions o;
   o.modelParallel = c10::str(R"({"enabled": true, "partitions": )", strata::size(), R"(, "microbatches": 2)", extra, "}");

@@ -3,10 +3,12 @@
 // same microbatches with the same per-layer dropout seeds.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "pipeline/adapter/layers.h"
 #include "strata/strata.h"
@@ -69,6 +71,18 @@ inline std::map<std::string, torch::Tensor> gradsOf(torch::nn::Module& net) {
 inline double relativeDiff(const torch::Tensor& a, const torch::Tensor& b) {
   const double diff = (a - b).abs().max().item<double>();
   return diff / std::max(1e-12, b.abs().max().item<double>());
+}
+
+// Every rank gets an error of type E whose message has every needle: nobody hangs.
+template <typename E, typename Fn>
+void expectErrorEverywhere(Fn fn, const std::vector<std::string>& needles) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error on rank " << strata::rank();
+  } catch (const E& e) {
+    for (const auto& n : needles)
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "missing \"" << n << "\" in: " << e.what();
+  }
 }
 
 }  // namespace strata::testing

@@ -1,4 +1,5 @@
-// Helpers shared by the profiler tests: fixture and golden paths, temporary directories.
+// Helpers shared by the profiler tests: fixture and golden paths, temporary directories, a
+// framework-profile window.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include "config/config.h"
 
 namespace strata::profiler::testing {
 
@@ -67,5 +70,14 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// A profiler config whose framework profile covers steps [start, start + num).
+inline config::ProfilerConfig stepWindow(int64_t start, int64_t num) {
+  config::ProfilerConfig c;
+  c.frameworkProfile = config::FrameworkProfile{};
+  c.frameworkProfile->startStep = start;
+  c.frameworkProfile->numSteps = num;
+  return c;
+}
 
 }  // namespace strata::profiler::testing

@@ -16,17 +16,10 @@
 namespace strata::profiler {
 namespace {
 
+using testing::stepWindow;
 using testing::TempDir;
 
 constexpr int64_t kT0Us = 1700000000000000;
-
-config::ProfilerConfig stepWindow(int64_t start, int64_t num) {
-  config::ProfilerConfig c;
-  c.frameworkProfile = config::FrameworkProfile{};
-  c.frameworkProfile->startStep = start;
-  c.frameworkProfile->numSteps = num;
-  return c;
-}
 
 SessionInfo info(const TempDir& dir, std::shared_ptr<ManualClock> clock, int rank = 0) {
   SessionInfo i;

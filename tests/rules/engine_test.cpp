@@ -18,13 +18,6 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-fs::path tempDir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("strata_rules_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
-
 // Records what it is given.
 class WindowProbe final : public Rule {
  public:
@@ -54,12 +47,20 @@ std::unique_ptr<VectorMetricSource> boundaryStream() {
   return src;
 }
 
-TEST(EngineWindows, DefaultCountsEachSampleOnceAndAnalysesTheLastWindow) {
+// The windows a probe is given when the engine (compat or not) reads `src` to its end.
+std::vector<WindowProbe::Seen> windowsOf(std::unique_ptr<VectorMetricSource> src, bool compat) {
   std::vector<WindowProbe::Seen> seen;
-  Engine engine;
+  EngineOptions opts;
+  opts.compat = compat;
+  Engine engine(opts);
   engine.addRule(std::make_unique<WindowProbe>(&seen));
-  engine.setMetricSource(boundaryStream());
+  engine.setMetricSource(std::move(src));
   engine.finish();
+  return seen;
+}
+
+TEST(EngineWindows, DefaultCountsEachSampleOnceAndAnalysesTheLastWindow) {
+  const auto seen = windowsOf(boundaryStream(), /*compat=*/false);
   ASSERT_EQ(seen.size(), 3u);
   EXPECT_EQ(seen[0].samples, 2);  // 0, 30
   EXPECT_EQ(seen[1].samples, 2);  // 60, 90
@@ -70,13 +71,7 @@ TEST(EngineWindows, DefaultCountsEachSampleOnceAndAnalysesTheLastWindow) {
 }
 
 TEST(EngineWindows, CompatIsInclusiveAndDropsTheLastMinute) {
-  std::vector<WindowProbe::Seen> seen;
-  EngineOptions opts;
-  opts.compat = true;
-  Engine engine(opts);
-  engine.addRule(std::make_unique<WindowProbe>(&seen));
-  engine.setMetricSource(boundaryStream());
-  engine.finish();
+  const auto seen = windowsOf(boundaryStream(), /*compat=*/true);
   // Latest file minute is 120 s: windows starting at 0 and 60 only.
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_EQ(seen[0].samples, 3);  // 0, 30 and 60 (inclusive end)
@@ -86,15 +81,9 @@ TEST(EngineWindows, CompatIsInclusiveAndDropsTheLastMinute) {
 }
 
 TEST(EngineWindows, CompatOriginIsTheFirstFileStamp) {
-  std::vector<WindowProbe::Seen> seen;
-  EngineOptions opts;
-  opts.compat = true;
-  Engine engine(opts);
-  engine.addRule(std::make_unique<WindowProbe>(&seen));
   auto src = boundaryStream();
   src->setFileStamps(kT0 - 10 * kSec, kT0 + 600 * kSec);
-  engine.setMetricSource(std::move(src));
-  engine.finish();
+  const auto seen = windowsOf(std::move(src), /*compat=*/true);
   ASSERT_FALSE(seen.empty());
   EXPECT_EQ(seen[0].startUs, kT0 - 10 * kSec);
 }
@@ -162,7 +151,7 @@ TEST(EngineStatus, LifecycleAndErrors) {
 }
 
 TEST(EngineOutputs, ReferenceShapedJsonFiles) {
-  const fs::path dir = tempDir("outputs");
+  const fs::path dir = freshTempDir("rules_outputs");
   EngineOptions opts;
   opts.runDir = dir.string();
   Engine engine(opts);
@@ -201,7 +190,7 @@ std::unique_ptr<MemoryTensorSource> nanTrial() {
 
 TEST(EngineActions, StopTrainingSetsTheSignalAndTheFile) {
   StopSignal::global().reset();
-  const fs::path dir = tempDir("stop");
+  const fs::path dir = freshTempDir("rules_stop");
   EngineOptions opts;
   opts.runDir = dir.string();
   opts.writeStopFile = true;
@@ -219,7 +208,7 @@ TEST(EngineActions, StopTrainingSetsTheSignalAndTheFile) {
 }
 
 TEST(EngineActions, CommandGetsTheFindingOnStdin) {
-  const fs::path dir = tempDir("command");
+  const fs::path dir = freshTempDir("rules_command");
   const fs::path out = dir / "finding.json";
   Engine engine;
   engine.addRules({RuleSpec{"ExplodingTensor", json::object(),
@@ -314,7 +303,7 @@ TEST(CustomRules, RegisteredRuleFromConfig) {
 // Builds a rule library with the system compiler; skipped when there is none.
 TEST(CustomRules, SharedLibraryPlugin) {
   if (std::system("c++ --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "no C++ compiler to build a plugin";
-  const fs::path dir = tempDir("plugin");
+  const fs::path dir = freshTempDir("rules_plugin");
   const fs::path include = fs::path(STRATA_SOURCE_DIR) / "include";
   std::ofstream(dir / "plugin.cpp") << R"(
 #include <strata/rules.h>
@@ -361,7 +350,7 @@ STRATA_RULE_PLUGIN(make)
 
 TEST(RuleRunner, PollsOnItsThreadAndFinishesOnStop) {
   StopSignal::global().reset();
-  const fs::path dir = tempDir("runner");
+  const fs::path dir = freshTempDir("rules_runner");
   EngineOptions opts;
   opts.runDir = dir.string();
   auto engine = std::make_unique<Engine>(opts);

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +26,16 @@ struct Snapshot {
   std::vector<double> cpu, gpu, gpuMem, io;
   double hostMem = -1;
 };
+
+// An empty directory strata_<name>_<pid> under the system's temporary directory (emptied if
+// a previous run left it).
+inline std::filesystem::path freshTempDir(const std::string& name) {
+  const std::filesystem::path p =
+      std::filesystem::temp_directory_path() / ("strata_" + name + "_" + std::to_string(getpid()));
+  std::filesystem::remove_all(p);
+  std::filesystem::create_directories(p);
+  return p;
+}
 
 inline void addSnapshot(VectorMetricSource& src, int64_t tUs, const std::string& node, const Snapshot& s) {
   for (size_t i = 0; i < s.cpu.size(); ++i) src.push(makeSample(tUs, node, "CPUUtilization", "cpu" + std::to_string(i), s.cpu[i]));
@@ -65,15 +77,9 @@ struct RunResult {
   RuleSummary summary;
 };
 
-// Runs one rule offline over the source (consumed) and returns its findings and report.
-inline RunResult runMetricRule(const std::string& name, nlohmann::json params,
-                               std::unique_ptr<VectorMetricSource> src, bool compat = false) {
-  EngineOptions opts;
-  opts.compat = compat;
-  Engine engine(opts);
-  engine.addRules({RuleSpec{name, std::move(params)}});
-  src->finish();
-  engine.setMetricSource(std::move(src));
+// Runs the engine's one rule `name` over its source to the end: every finding, the rule's
+// report and its summary.
+inline RunResult runToEnd(Engine& engine, const std::string& name) {
   RunResult r;
   r.findings = engine.poll();
   for (auto& f : engine.finish()) r.findings.push_back(f);
@@ -83,6 +89,18 @@ inline RunResult runMetricRule(const std::string& name, nlohmann::json params,
   return r;
 }
 
+// Runs one rule offline over the source (consumed) and returns its findings and report.
+inline RunResult runMetricRule(const std::string& name, nlohmann::json params,
+                               std::unique_ptr<VectorMetricSource> src, bool compat = false) {
+  EngineOptions opts;
+  opts.compat = compat;
+  Engine engine(opts);
+  engine.addRules({RuleSpec{name, std::move(params)}});
+  src->finish();
+  engine.setMetricSource(std::move(src));
+  return runToEnd(engine, name);
+}
+
 // Runs one tensor rule over a trial; returns findings (their steps tell when it fired).
 inline RunResult runTensorRule(const std::string& name, nlohmann::json params, const MemoryTrial& trial) {
   Engine engine;
@@ -90,13 +108,7 @@ inline RunResult runTensorRule(const std::string& name, nlohmann::json params, c
   auto src = std::make_unique<MemoryTensorSource>();
   src->mutableTrial() = trial;
   engine.setTensorSource(std::move(src));
-  RunResult r;
-  r.findings = engine.poll();
-  for (auto& f : engine.finish()) r.findings.push_back(f);
-  r.report = engine.reportJson(name);
-  for (const auto& s : engine.summary())
-    if (s.name == name) r.summary = s;
-  return r;
+  return runToEnd(engine, name);
 }
 
 inline std::vector<int64_t> stepsOf(const std::vector<Finding>& findings) {

@@ -12,6 +12,7 @@
 #include "rules/run.h"
 #include "rules/sources/file_sources.h"
 #include "rules_test_util.h"
+#include "trial_writing.h"
 
 namespace strata::rules::testing {
 namespace {
@@ -19,31 +20,12 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-fs::path freshDir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("strata_sources_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
-
-debugger::TensorBytes bytesOf(std::vector<float> v) {
-  auto owner = std::make_shared<std::vector<float>>(std::move(v));
-  return debugger::TensorBytes{owner, owner->data(), owner->size() * sizeof(float)};
-}
-
 TEST(TrialSource, DebuggerTrialThroughTheEngine) {
-  const fs::path dir = freshDir("trial");
+  const fs::path dir = freshTempDir("sources_trial");
   {
-    debugger::TrialWriterOptions o;
-    o.trialDir = dir.string();
-    o.worker = "worker_0";
-    o.tensorboard = false;
-    o.durable = false;
-    debugger::TrialWriter w(o);
-    w.writeCollections(R"({"collections": {"losses": {"name": "losses", "include_regex": ["loss"], "tensor_names": []}},
-                           "_meta": {"num_workers": 1}})");
-    debugger::TensorPlan plan;
-    plan.raw = true;
+    auto writer = lossesTrialWriter(dir.string());
+    debugger::TrialWriter& w = *writer;
+    const debugger::TensorPlan plan = rawValues();
     for (int step = 0; step < 3; ++step) {
       w.beginStep(step, debugger::Mode::kTrain, step, true);
       w.tensor("CrossEntropyLoss_output_0", debugger::DType::kFloat32, {1}, bytesOf({1.0f - 0.1f * step}), plan);
@@ -81,7 +63,7 @@ TEST(TrialSource, DebuggerTrialThroughTheEngine) {
 
 // Three minutes of one host (2 cores, 1 GPU, every 500 ms), a trace file and the step timer.
 fs::path writeProfilerRun(bool endMarker) {
-  const fs::path run = freshDir("profiler");
+  const fs::path run = freshTempDir("sources_profiler");
   const fs::path root = run / "profiler-output";
   const int64_t t0 = 1599999960;  // a whole minute, 2020-09-13 12:26 UTC
   for (int m = 0; m < 3; ++m) {

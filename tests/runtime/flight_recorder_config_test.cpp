@@ -7,6 +7,7 @@
 #include "config/config.h"
 #include "core/errors.h"
 #include "runtime/flight.h"
+#include "testing/config_error.h"
 
 namespace strata::config {
 namespace {
@@ -27,12 +28,7 @@ class ScopedEnv {
 };
 
 std::string errorOf(const std::string& json) {
-  try {
-    parseJobConfig(json, "job.json");
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return strata::testing::configErrorOf([&] { parseJobConfig(json, "job.json"); });
 }
 
 TEST(FlightRecorderConfig, DefaultsAndValues) {

@@ -11,6 +11,7 @@
 
 #include "core/errors.h"
 #include "runtime/job_secret.h"
+#include "testing/config_error.h"
 
 namespace strata::runtime {
 namespace {
@@ -31,12 +32,7 @@ class SecretFile : public ::testing::Test {
     return path;
   }
   static std::string errorOf(const std::string& path) {
-    try {
-      readSecretFile(path, "STRATA_JOB_SECRET_FILE");
-    } catch (const ConfigError& e) {
-      return e.what();
-    }
-    return "";
+    return strata::testing::configErrorOf([&] { readSecretFile(path, "STRATA_JOB_SECRET_FILE"); });
   }
   fs::path dir_;
 };

@@ -2,17 +2,13 @@
 
 #include "core/errors.h"
 #include "runtime/launch.h"
+#include "testing/config_error.h"
 
 namespace strata::runtime {
 namespace {
 
 std::string errorOf(const EnvMap& env) {
-  try {
-    detectLaunch(env);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return strata::testing::configErrorOf([&] { detectLaunch(env); });
 }
 
 TEST(Launch, NothingMeansSingleProcess) {

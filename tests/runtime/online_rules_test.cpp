@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "../rules/trial_writing.h"
 #include "debugger/trial_writer.h"
 #include "rules/online.h"
 #include "rules/run.h"
@@ -21,11 +22,7 @@ namespace strata::rules {
 namespace {
 
 namespace fs = std::filesystem;
-
-debugger::TensorBytes bytesOf(std::vector<float> v) {
-  auto owner = std::make_shared<std::vector<float>>(std::move(v));
-  return debugger::TensorBytes{owner, owner->data(), owner->size() * sizeof(float)};
-}
+using testing::bytesOf;
 
 TEST(OnlineRules, StopTrainingFromTheThreadReachesShouldStop) {
   StopSignal::global().reset();
@@ -53,16 +50,9 @@ TEST(OnlineRules, StopTrainingFromTheThreadReachesShouldStop) {
   EXPECT_EQ(recorded[1].name, "ExplodingTensor");
   EXPECT_NE(source.find("rules.json"), std::string::npos) << source;
 
-  debugger::TrialWriterOptions wo;
-  wo.trialDir = dir.string();
-  wo.worker = "worker_0";
-  wo.tensorboard = false;
-  wo.durable = false;
-  debugger::TrialWriter w(wo);
-  w.writeCollections(R"({"collections": {"losses": {"name": "losses", "include_regex": ["loss"], "tensor_names": []}},
-                         "_meta": {"num_workers": 1}})");
-  debugger::TensorPlan plan;
-  plan.raw = true;
+  auto writer = testing::lossesTrialWriter(dir.string());
+  debugger::TrialWriter& w = *writer;
+  const debugger::TensorPlan plan = testing::rawValues();
   // The loss falls for 4 steps, then rises: the check at step 6 compares 1.2 with 0.6 at step 4.
   const std::vector<float> losses = {1.0f, 0.9f, 0.8f, 0.7f, 0.6f, 0.9f, 1.2f, 1.5f};
   int64_t stoppedAt = -1;

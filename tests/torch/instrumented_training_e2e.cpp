@@ -22,6 +22,7 @@
 #include "profiler/trace_check.h"  // tests/profiler
 #include "strata/strata.h"
 #include "testing/e2e_checker.h"
+#include "testing/e2e_training.h"
 #include "testing/e2e_profiler_files.h"
 
 namespace {
@@ -43,11 +44,7 @@ class Synthetic : public torch::data::datasets::Dataset<Synthetic> {
 };
 
 void train() {
-  torch::manual_seed(11);
-  torch::nn::Sequential net({{"fc1", torch::nn::Linear(8, 32)},
-                             {"relu", torch::nn::ReLU()},
-                             {"fc2", torch::nn::Linear(32, 4)},
-                             {"log_softmax", torch::nn::LogSoftmax(1)}});
+  torch::nn::Sequential net = strata::testing::seededClassifier(11, 8, 32, 4);
   strata::DistributedModel model(net);
   strata::DistributedOptimizer opt(torch::optim::SGD(model.parameters(), 0.05), model);
   strata::DistributedSampler sampler(256);
@@ -56,13 +53,7 @@ void train() {
   int64_t step = 0;
   for (auto& batch : *loader) {
     if (step++ >= kSteps) break;
-    opt.zero_grad();
-    model.step(batch.data, batch.target, [](strata::DistributedModel& m, const torch::Tensor& x, const torch::Tensor& y) {
-      auto loss = torch::nll_loss(m(x), y);
-      m.backward(loss);
-      return loss;
-    });
-    opt.step();
+    strata::testing::trainStep(model, opt, batch.data, batch.target, strata::testing::Loss::kNll);
   }
 }
 
@@ -135,23 +126,16 @@ void checkProfiler(const std::string& dir, Checker& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    strata::init(argc, argv);
-    const std::string dir = strata::outputDir();
-    const int rank = strata::rank();
-    train();
-    // The system sampler (every 100 ms) writes from its second sample on: give it a few
-    // intervals, as any real job's duration does.
-    std::this_thread::sleep_for(std::chrono::milliseconds(400));
-    strata::finalize();
-    if (rank != 0) return 0;
-    Checker c;
-    checkTrial(dir, c);
-    checkProfiler(dir, c);
-    std::printf(c.problems == 0 ? "PASS\n" : "%d problem(s)\n", c.problems);
-    return c.problems == 0 ? 0 : 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
+  return strata::testing::trainThenCheck(
+      argc, argv,
+      [] {
+        train();
+        // The system sampler (every 100 ms) writes from its second sample on: give it a few
+        // intervals, as any real job's duration does.
+        std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      },
+      [](const std::string& dir, int /*worldSize*/, Checker& c) {
+        checkTrial(dir, c);
+        checkProfiler(dir, c);
+      });
 }

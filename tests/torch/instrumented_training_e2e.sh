@@ -3,9 +3,8 @@
 # the debugger (layer outputs, a ".*relu_output" collection, losses; every worker) and the
 # profiler (system metrics every 100 ms, framework timeline for steps 1..3).
 set -euo pipefail
-MPIEXEC="$1"; BINARY="$2"
-dir=$(mktemp -d "${TMPDIR:-/tmp}/strata_e2e_XXXXXX")
-trap '[ -n "${KEEP:-}" ] || rm -rf "$dir"' EXIT; echo "run dir: $dir"
+source "$(dirname "$0")/../testing/e2e_driver.sh"
+e2e_start e2e "$@"
 cat >"$dir/job.json" <<JSON
 {
   "output_dir": "$dir/run",

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "../debugger/debugger_testing.h"
+#include "../profiler/profiler_test_util.h"
 #include "../profiler/trace_check.h"
 #include "debugger/torch_hook.h"
 #include "debugger/trial.h"
@@ -32,6 +33,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using debugger::testing::TempDir;
+using profiler::testing::stepWindow;
 using observe::Interest;
 using observe::observers;
 
@@ -56,16 +58,6 @@ void expectSameValues(const debugger::TensorData& saved, const torch::Tensor& ex
   ASSERT_EQ(values.size(), static_cast<size_t>(e.numel()));
   for (size_t i = 0; i < values.size(); ++i)
     EXPECT_FLOAT_EQ(static_cast<float>(values[i]), static_cast<float>(e[static_cast<int64_t>(i)].item<double>()));
-}
-
-int runCommand(const std::string& command, std::string* out) {
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) return -1;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) out->append(buf, n);
-  const int status = ::pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 TEST(LayerInstrumentation, SequentialLayersPairNamesWithModules) {
@@ -147,18 +139,11 @@ TEST(LayerInstrumentation, CapturedInputsAndOutputsEqualAManualForward) {
   }
 
   // The independent reader: Debian's python3-protobuf with a .proto compiled at test time.
-  const fs::path here = fs::path(STRATA_SOURCE_DIR) / "tests" / "torch";
-  const fs::path script = here / ".." / "debugger" / "decode_events.py";
-  const fs::path protos = here / ".." / ".." / "src" / "debugger" / "proto";
-  std::string ignored;
-  if (!fs::exists("/usr/bin/python3") ||
-      runCommand("/usr/bin/python3 -c 'import google.protobuf' 2>/dev/null", &ignored) != 0 ||
-      runCommand("command -v protoc >/dev/null 2>&1", &ignored) != 0)
-    GTEST_SKIP() << "python3-protobuf or protoc missing: the Python check is skipped";
+  const std::string missing = debugger::testing::pythonDecoderMissing();
+  if (!missing.empty()) GTEST_SKIP() << missing << ": the Python check is skipped";
   TempDir work;
   std::string out;
-  const int status = runCommand(
-      "/usr/bin/python3 " + script.string() + " " + dir.path() + " " + protos.string() + " " + work.path(), &out);
+  const int status = debugger::testing::decodeWithPython(dir.path(), work.path(), &out);
   if (status == 2) GTEST_SKIP() << "decode_events.py found its environment incomplete";
   ASSERT_EQ(status, 0) << out;
   const auto j = nlohmann::json::parse(out);
@@ -176,14 +161,6 @@ profiler::SessionInfo sessionInfo(const std::string& dir) {
   info.hostname = "layer-test";
   info.makeCurrent = true;
   return info;
-}
-
-config::ProfilerConfig stepWindow(int64_t start, int64_t num) {
-  config::ProfilerConfig c;
-  c.frameworkProfile = config::FrameworkProfile{};
-  c.frameworkProfile->startStep = start;
-  c.frameworkProfile->numSteps = num;
-  return c;
 }
 
 bool within(const profiler::TraceEvent& inner, const profiler::TraceEvent& outer) {

@@ -13,6 +13,7 @@
 #include "debugger/trial.h"
 #include "strata/strata.h"
 #include "testing/e2e_checker.h"
+#include "testing/e2e_training.h"
 
 namespace {
 
@@ -32,24 +33,14 @@ std::set<std::string> workersOf(const strata::debugger::Trial& trial, const std:
 
 // fc1.weight at the start of step 2 as this rank's stage sees it (stage 0 owns it).
 torch::Tensor trainAndKeepStep2Weight() {
-  torch::manual_seed(7);
-  torch::nn::Sequential net({{"fc1", torch::nn::Linear(6, 16)},
-                             {"relu", torch::nn::ReLU()},
-                             {"fc2", torch::nn::Linear(16, 3)},
-                             {"log_softmax", torch::nn::LogSoftmax(1)}});
+  torch::nn::Sequential net = strata::testing::seededClassifier(7, 6, 16, 3);
   strata::DistributedModel model(net);
   strata::DistributedOptimizer opt(torch::optim::SGD(model.parameters(), 0.1), model);
   torch::Tensor fc1AtStep2;
   for (int64_t step = 0; step < kSteps; ++step) {
     torch::Tensor x = torch::randn({8, 6}), y = torch::randint(0, 3, {8});
     if (step == 2) fc1AtStep2 = net->named_parameters()["fc1.weight"].detach().clone();
-    opt.zero_grad();
-    model.step(x, y, [](strata::DistributedModel& m, const torch::Tensor& xb, const torch::Tensor& yb) {
-      auto loss = torch::nll_loss(m(xb), yb);
-      m.backward(loss);
-      return loss;
-    });
-    opt.step();
+    strata::testing::trainStep(model, opt, x, y, strata::testing::Loss::kNll);
   }
   return fc1AtStep2;
 }
@@ -92,19 +83,8 @@ void checkTrial(const std::string& dir, const torch::Tensor& fc1AtStep2, Checker
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    strata::init(argc, argv);
-    const std::string dir = strata::outputDir();
-    const int rank = strata::rank();
-    const torch::Tensor fc1AtStep2 = trainAndKeepStep2Weight();
-    strata::finalize();
-    if (rank != 0) return 0;
-    Checker c;
-    checkTrial(dir, fc1AtStep2, c);
-    std::printf(c.problems == 0 ? "PASS\n" : "%d problem(s)\n", c.problems);
-    return c.problems == 0 ? 0 : 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
+  torch::Tensor fc1AtStep2;
+  return strata::testing::trainThenCheck(
+      argc, argv, [&] { fc1AtStep2 = trainAndKeepStep2Weight(); },
+      [&](const std::string& dir, int /*worldSize*/, Checker& c) { checkTrial(dir, fc1AtStep2, c); });
 }

@@ -2,9 +2,8 @@
 # Runs tests/torch/pipeline_debugger_e2e.cpp on 2 ranks: a 2-stage pipeline (manual
 # partition) with the debugger saving weights, gradients and losses every step on every worker.
 set -euo pipefail
-MPIEXEC="$1"; BINARY="$2"
-dir=$(mktemp -d "${TMPDIR:-/tmp}/strata_pp_dbg_XXXXXX")
-trap '[ -n "${KEEP:-}" ] || rm -rf "$dir"' EXIT; echo "run dir: $dir"
+source "$(dirname "$0")/../testing/e2e_driver.sh"
+e2e_start pp_dbg "$@"
 cat >"$dir/job.json" <<JSON
 {
   "output_dir": "$dir/run",

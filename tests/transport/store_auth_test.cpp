@@ -18,16 +18,16 @@
 #include "bootstrap/store.h"
 #include "bootstrap/store_auth.h"
 #include "core/errors.h"
+#include "transport/store_testing.h"
 #include "testing/wire_tap.h"
 
 namespace strata::bootstrap {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-constexpr milliseconds kTimeout{5000};
-const char* const kHost = "127.0.0.1";
+using testing::Clock;
+using testing::kHost;
+using testing::kTimeout;
 const char* const kSecret = "correct horse battery staple";
 
 std::shared_ptr<TcpStore> makeStore(const std::string& secret, uint16_t port, bool isServer, int rank,
@@ -175,7 +175,7 @@ TEST(StoreAuthTest, ClientRefusesAServerThatCannotProveTheSecret) {
 TEST(StoreAuthTest, TheSecretNeverCrossesTheWire) {
   auto server = makeStore(kSecret, 0, true, 0);
   const uint16_t port = server->port();
-  testing::WireTap tap([port] { return std::make_pair(std::string(kHost), port); });
+  strata::testing::WireTap tap([port] { return std::make_pair(std::string(kHost), port); });
   auto client = makeStore(kSecret, tap.port(), false, 1);
   setString(*client, "k", "v");
   EXPECT_EQ(getString(*client, "k", kTimeout), "v");

@@ -16,6 +16,7 @@
 
 #include "bootstrap/store.h"
 #include "core/errors.h"
+#include "core/hex.h"
 #include "core/rank_tag.h"
 #include "transport/tcp/tls.h"
 #include "transport/transport.h"
@@ -27,6 +28,7 @@ namespace {
 using bootstrap::Store;
 using testing::connectRank;
 using testing::RankEnd;
+using testing::runConnected;
 using testing::runRanks;
 using std::chrono::milliseconds;
 
@@ -63,10 +65,9 @@ std::vector<uint8_t> pattern(size_t numBytes, uint64_t seed) {
 // left, all posted at once; returns what each rank received, by rank then size.
 std::vector<std::vector<std::vector<uint8_t>>> ringExchange(bool tls, int worldSize,
                                                             const std::vector<size_t>& sizes) {
-  auto store = bootstrap::makeHashStore();
   std::vector<std::vector<std::vector<uint8_t>>> received(worldSize);
-  runRanks(worldSize, [&](int rank) {
-    RankEnd end = connectRank(*store, rank, worldSize, tlsOptions(tls, "job-42"), ownHosts(worldSize));
+  const TransportOptions opts = tlsOptions(tls, "job-42");
+  runConnected(worldSize, opts, ownHosts(worldSize), [&](int rank, RankEnd& end, bootstrap::Store&) {
     for (int r = 0; r < worldSize; ++r) {
       if (r != rank) {
         EXPECT_EQ(end.byPeer[r]->encrypted(), tls) << "rank " << rank << " to " << r;
@@ -96,13 +97,7 @@ TEST(TlsKeyTest, PskIsHkdfOfTheSecret) {
   // Golden value: RFC 5869 HKDF-SHA256 in Python (tests/core/auth_test.cpp), salt
   // b"strata job secret v1", info b"strata tls psk v1".
   const auto key = tcp::derivePsk("job-42");
-  std::string hex;
-  for (uint8_t b : key) {
-    static const char* digits = "0123456789abcdef";
-    hex += digits[b >> 4];
-    hex += digits[b & 15];
-  }
-  EXPECT_EQ(hex, "5ca4d0ccd5fcfe25c4721715a0f8609f76230a0aa9f1f7242aac42b08eb9c5d5");
+  EXPECT_EQ(toHex(key), "5ca4d0ccd5fcfe25c4721715a0f8609f76230a0aa9f1f7242aac42b08eb9c5d5");
   EXPECT_NE(tcp::derivePsk("job-43"), key);
 }
 
@@ -142,9 +137,7 @@ TEST(TcpTlsTest, RingGivesTheSameBytesAsPlainTcp) {
 // serialise its OpenSSL calls.
 TEST(TcpTlsTest, ManyMessagesFromSeparateSendAndRecvThreads) {
   constexpr int kMessages = 300;
-  auto store = bootstrap::makeHashStore();
-  runRanks(2, [&](int rank) {
-    RankEnd end = connectRank(*store, rank, 2, tlsOptions(true, "job-42"), ownHosts(2));
+  runConnected(2, tlsOptions(true, "job-42"), ownHosts(2), [&](int rank, RankEnd& end, bootstrap::Store&) {
     Connection& peer = *end.byPeer[1 - rank];
     std::thread sender([&] {
       std::vector<std::vector<uint8_t>> buffers;
@@ -167,10 +160,8 @@ TEST(TcpTlsTest, ManyMessagesFromSeparateSendAndRecvThreads) {
 
 // An abort frame travels inside TLS too: the peer learns why.
 TEST(TcpTlsTest, CloseTellsThePeerWhy) {
-  auto store = bootstrap::makeHashStore();
-  runRanks(2, [&](int rank) {
-    RankEnd end = connectRank(*store, rank, 2, tlsOptions(true, "job-42"), ownHosts(2));
-    bootstrap::storeBarrier(*store, "connected", 2, kTimeout);
+  runConnected(2, tlsOptions(true, "job-42"), ownHosts(2), [&](int rank, RankEnd& end, bootstrap::Store& store) {
+    bootstrap::storeBarrier(store, "connected", 2, kTimeout);
     if (rank == 0) {
       end.byPeer[1]->close("rank 0 saw something wrong", CloseReason::kTimeout);
     } else {
@@ -182,7 +173,7 @@ TEST(TcpTlsTest, CloseTellsThePeerWhy) {
         EXPECT_NE(std::string(e.what()).find("rank 0 saw something wrong"), std::string::npos) << e.what();
       }
     }
-    bootstrap::storeBarrier(*store, "done", 2, kTimeout);
+    bootstrap::storeBarrier(store, "done", 2, kTimeout);
   });
 }
 
@@ -191,10 +182,8 @@ TEST(TcpTlsTest, CloseTellsThePeerWhy) {
 // Ranks 0 and 1 share a host, rank 2 is alone: only the pairs with rank 2 encrypt, and
 // every pair still carries the same bytes.
 TEST(TcpTlsTest, OnlyPairsOnDifferentHostsEncrypt) {
-  auto store = bootstrap::makeHashStore();
   const std::vector<std::string> hosts = {"node-a", "node-a", "node-b"};
-  runRanks(3, [&](int rank) {
-    RankEnd end = connectRank(*store, rank, 3, tlsOptions(true, "job-42"), hosts);
+  runConnected(3, tlsOptions(true, "job-42"), hosts, [&](int rank, RankEnd& end, bootstrap::Store& store) {
     for (int r = 0; r < 3; ++r) {
       if (r == rank) continue;
       EXPECT_EQ(end.byPeer[r]->encrypted(), hosts[r] != hosts[rank]) << "rank " << rank << " to " << r;
@@ -204,7 +193,7 @@ TEST(TcpTlsTest, OnlyPairsOnDifferentHostsEncrypt) {
       send->wait(kTimeout);
       EXPECT_TRUE(in == pattern(70000, static_cast<uint64_t>(r * 10 + rank))) << "rank " << rank << " from " << r;
     }
-    bootstrap::storeBarrier(*store, "done", 3, kTimeout);
+    bootstrap::storeBarrier(store, "done", 3, kTimeout);
   });
 }
 

@@ -15,6 +15,7 @@
 #include "core/errors.h"
 #include "core/rank_tag.h"
 #include "transport/transport.h"
+#include "transport/store_testing.h"
 #include "transport/transport_testing.h"
 
 namespace strata::transport {
@@ -23,15 +24,12 @@ namespace {
 using bootstrap::Store;
 using testing::connectRank;
 using testing::RankEnd;
+using testing::runConnected;
 using testing::runRanks;
-using Clock = std::chrono::steady_clock;
+using bootstrap::testing::Clock;
+using bootstrap::testing::elapsedSince;
+using bootstrap::testing::kTimeout;
 using std::chrono::milliseconds;
-
-constexpr milliseconds kTimeout{5000};
-
-milliseconds elapsedSince(Clock::time_point start) {
-  return std::chrono::duration_cast<milliseconds>(Clock::now() - start);
-}
 
 TransportOptions loopbackOptions(milliseconds timeout = kTimeout, std::string secret = "") {
   TransportOptions opts;
@@ -40,6 +38,11 @@ TransportOptions loopbackOptions(milliseconds timeout = kTimeout, std::string se
   opts.advertiseHost = "127.0.0.1";
   opts.jobSecret = std::move(secret);
   return opts;
+}
+
+// Two ranks as threads of this process, connected over loopback TCP.
+void runConnectedPair(const std::function<void(int rank, RankEnd& end, bootstrap::Store& store)>& fn) {
+  runConnected(2, loopbackOptions(), {}, fn);
 }
 
 uint64_t mix(uint64_t x) {  // splitmix64: cheap, and every word differs
@@ -100,9 +103,7 @@ TEST_P(TcpRingTest, BothDirectionsByteExact) {
   const size_t numBytes = std::get<1>(GetParam());
   constexpr uint64_t kRightTag = 100;
   constexpr uint64_t kLeftTag = 200;
-  auto store = bootstrap::makeHashStore();
-  runRanks(worldSize, [&](int rank) {
-    RankEnd end = connectRank(*store, rank, worldSize, loopbackOptions());
+  runConnected(worldSize, loopbackOptions(), {}, [&](int rank, RankEnd& end, bootstrap::Store&) {
     const int right = (rank + 1) % worldSize;
     const int left = (rank + worldSize - 1) % worldSize;
     std::vector<uint8_t> toRight(numBytes), toLeft(numBytes), fromLeft(numBytes),
@@ -140,9 +141,7 @@ INSTANTIATE_TEST_SUITE_P(WorldSizesAndSizes, TcpRingTest,
 // receive threads on each rank (the pipeline's pattern).
 TEST(TcpTransportTest, ManyMessagesFromSeparateSendAndRecvThreads) {
   constexpr int kMessages = 300;
-  auto store = bootstrap::makeHashStore();
-  runRanks(2, [&](int rank) {
-    RankEnd end = connectRank(*store, rank, 2, loopbackOptions());
+  runConnectedPair([&](int rank, RankEnd& end, bootstrap::Store&) {
     Connection& peer = *end.byPeer[1 - rank];
     std::thread sender([&] {
       std::vector<std::vector<uint8_t>> buffers(kMessages);
@@ -171,9 +170,7 @@ TEST(TcpTransportTest, ManyMessagesFromSeparateSendAndRecvThreads) {
 // transport tests run alone (label unit-serial), so it never competes with another test.
 TEST(TcpTransportTest, MessageLargerThan2GiB) {
   const size_t numBytes = (size_t{1} << 31) + 4099;
-  auto store = bootstrap::makeHashStore();
-  runRanks(2, [&](int rank) {
-    RankEnd end = connectRank(*store, rank, 2, loopbackOptions(milliseconds(60000)));
+  runConnected(2, loopbackOptions(milliseconds(60000)), {}, [&](int rank, RankEnd& end, bootstrap::Store&) {
     std::vector<uint64_t> words(numBytes / 8 + 1);
     if (rank == 0) {
       for (size_t i = 0; i < words.size(); ++i) words[i] = mix(i);
@@ -204,9 +201,7 @@ class TcpMismatchTest : public ::testing::TestWithParam<MismatchCase> {};
 
 TEST_P(TcpMismatchTest, ReceiverThrowsMismatchErrorNamingPeerTagsAndBytes) {
   const MismatchCase c = GetParam();
-  auto store = bootstrap::makeHashStore();
-  runRanks(2, [&](int rank) {
-    RankEnd end = connectRank(*store, rank, 2, loopbackOptions());
+  runConnectedPair([&](int rank, RankEnd& end, bootstrap::Store& store) {
     if (rank == 0) {
       std::vector<uint8_t> data(c.sentBytes, 1);
       try {
@@ -218,7 +213,7 @@ TEST_P(TcpMismatchTest, ReceiverThrowsMismatchErrorNamingPeerTagsAndBytes) {
       // instead of hanging.
       uint8_t byte = 0;
       expectPromptNetworkError(end.byPeer[1]->postRecv(&byte, 1, 1));
-      bootstrap::storeBarrier(*store, "done", 2, kTimeout);
+      bootstrap::storeBarrier(store, "done", 2, kTimeout);
       return;
     }
     std::vector<uint8_t> data(c.expectedBytes);
@@ -246,7 +241,7 @@ TEST_P(TcpMismatchTest, ReceiverThrowsMismatchErrorNamingPeerTagsAndBytes) {
     // A mismatch leaves closing to the owner (which first tells its peers why); rank 0
     // must learn of it from that close, not from our transport going away.
     end.byPeer[0]->close("mismatch reported");
-    bootstrap::storeBarrier(*store, "done", 2, kTimeout);
+    bootstrap::storeBarrier(store, "done", 2, kTimeout);
   });
 }
 
@@ -260,10 +255,8 @@ INSTANTIATE_TEST_SUITE_P(TagsAndSizes, TcpMismatchTest,
 // ----- failures and timeouts -----------------------------------------------------------
 
 TEST(TcpTransportTest, PeerDestroyedMidwayFailsPendingAndLaterOpsWithNetworkError) {
-  auto store = bootstrap::makeHashStore();
-  runRanks(3, [&](int rank) {
-    RankEnd end = connectRank(*store, rank, 3, loopbackOptions());
-    bootstrap::storeBarrier(*store, "connected", 3, kTimeout);
+  runConnected(3, loopbackOptions(), {}, [&](int rank, RankEnd& end, bootstrap::Store& store) {
+    bootstrap::storeBarrier(store, "connected", 3, kTimeout);
     if (rank == 0) {
       std::this_thread::sleep_for(milliseconds(100));  // the others are waiting by now
       end.transport.reset();
@@ -292,9 +285,7 @@ TEST(TcpTransportTest, PeerDestroyedMidwayFailsPendingAndLaterOpsWithNetworkErro
 }
 
 TEST(TcpTransportTest, RecvThatNeverComesTimesOut) {
-  auto store = bootstrap::makeHashStore();
-  runRanks(2, [&](int rank) {
-    RankEnd end = connectRank(*store, rank, 2, loopbackOptions());
+  runConnectedPair([&](int rank, RankEnd& end, bootstrap::Store& store) {
     if (rank == 1) {
       std::vector<uint8_t> data(512);
       auto recv = end.byPeer[0]->postRecv(data.data(), data.size(), 3);
@@ -313,7 +304,7 @@ TEST(TcpTransportTest, RecvThatNeverComesTimesOut) {
       EXPECT_FALSE(recv->done());
     }
     // Rank 0 keeps its transport alive until rank 1 has seen the timeout.
-    bootstrap::storeBarrier(*store, "done", 2, kTimeout);
+    bootstrap::storeBarrier(store, "done", 2, kTimeout);
   });
 }
 
@@ -340,9 +331,7 @@ TEST(TcpTransportTest, WrongJobSecretIsRefused) {
 }
 
 TEST(TcpTransportTest, MatchingJobSecretConnects) {
-  auto store = bootstrap::makeHashStore();
-  runRanks(3, [&](int rank) {
-    RankEnd end = connectRank(*store, rank, 3, loopbackOptions(kTimeout, "same-secret"));
+  runConnected(3, loopbackOptions(kTimeout, "same-secret"), {}, [&](int rank, RankEnd& end, bootstrap::Store&) {
     uint64_t out = rank, in = 99;
     const int right = (rank + 1) % 3;
     const int left = (rank + 2) % 3;
@@ -367,9 +356,7 @@ TEST(TcpTransportTest, MissingPeerTimesOutNamingIt) {
 }
 
 TEST(TcpTransportTest, DestroyingAPendingOpFailsTheConnectionInsteadOfCorruptingMemory) {
-  auto store = bootstrap::makeHashStore();
-  runRanks(2, [&](int rank) {
-    RankEnd end = connectRank(*store, rank, 2, loopbackOptions());
+  runConnectedPair([&](int rank, RankEnd& end, bootstrap::Store& store) {
     if (rank == 1) {
       {
         std::vector<uint8_t> doomed(1024);
@@ -378,7 +365,7 @@ TEST(TcpTransportTest, DestroyingAPendingOpFailsTheConnectionInsteadOfCorrupting
       std::vector<uint8_t> later(1024);
       expectPromptNetworkError(end.byPeer[0]->postRecv(later.data(), later.size(), 2));
     }
-    bootstrap::storeBarrier(*store, "done", 2, kTimeout);
+    bootstrap::storeBarrier(store, "done", 2, kTimeout);
   });
 }
 
@@ -392,14 +379,12 @@ namespace {
 // receive fails with the matching error type and the reason text.
 TEST(TcpTransportTest, CloseTellsThePeerWhyWithTheErrorType) {
   for (CloseReason reason : {CloseReason::kNetwork, CloseReason::kTimeout, CloseReason::kMismatch}) {
-    auto store = bootstrap::makeHashStore();
     std::atomic<int> checked{0};
-    runRanks(2, [&](int rank) {
-      RankEnd end = connectRank(*store, rank, 2, loopbackOptions());
-      bootstrap::storeBarrier(*store, "connected", 2, kTimeout);
+    runConnectedPair([&](int rank, RankEnd& end, bootstrap::Store& store) {
+      bootstrap::storeBarrier(store, "connected", 2, kTimeout);
       if (rank == 0) {
         end.byPeer[1]->close("rank 0 saw something wrong", reason);
-        bootstrap::storeBarrier(*store, "done", 2, kTimeout);
+        bootstrap::storeBarrier(store, "done", 2, kTimeout);
         return;
       }
       std::vector<uint8_t> data(64);
@@ -420,7 +405,7 @@ TEST(TcpTransportTest, CloseTellsThePeerWhyWithTheErrorType) {
         EXPECT_NE(std::string(e.what()).find("rank 0 saw something wrong"), std::string::npos) << e.what();
         ++checked;
       }
-      bootstrap::storeBarrier(*store, "done", 2, kTimeout);
+      bootstrap::storeBarrier(store, "done", 2, kTimeout);
     });
     EXPECT_EQ(checked.load(), 1);
   }

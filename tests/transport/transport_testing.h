@@ -1,5 +1,5 @@
 // Ranks as threads of one process for the TCP transport tests (plain and TLS): run a body
-// per rank, and connect one rank to every other through a shared store.
+// per rank, connect one rank to every other through a shared store, or both (runConnected).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -57,6 +57,17 @@ inline RankEnd connectRank(bootstrap::Store& store, int rank, int worldSize, con
     end.byPeer[peers[i].rank] = std::move(connections[i]);
   }
   return end;
+}
+
+// worldSize ranks as threads, connected to each other through a fresh HashStore with `opts`
+// (`hosts` as for connectRank); fn(rank, its end, the store) then runs on each.
+inline void runConnected(int worldSize, const TransportOptions& opts, const std::vector<std::string>& hosts,
+                         const std::function<void(int rank, RankEnd& end, bootstrap::Store& store)>& fn) {
+  auto store = bootstrap::makeHashStore();
+  runRanks(worldSize, [&](int rank) {
+    RankEnd end = connectRank(*store, rank, worldSize, opts, hosts);
+    fn(rank, end, *store);
+  });
 }
 
 }  // namespace strata::transport::testing

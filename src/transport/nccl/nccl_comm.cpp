@@ -197,6 +197,8 @@ class NcclCommImpl final : public NcclComm {
   uint64_t begin(const char* what, size_t count, const void* a, const void* b);
   void checkUsable(const char* what) const;
   void checkPeer(const char* what, const char* role, int peer) const;
+  // begin() and the log line of a send or recv (after checkPeer, on the device `guard` set).
+  void beginP2p(const char* what, const void* data, size_t count, DType dtype, int peer);
   Clock::time_point opDeadline() const { return Clock::now() + timeout_; }
   // Converts the result of a call on comm_; see STRATA_NCCL_COMM.
   void settle(ncclResult_t res, const char* call, Clock::time_point deadline);
@@ -397,21 +399,23 @@ void NcclCommImpl::reduceScatter(const void* send, void* recv, size_t recvCount,
       ncclReduceScatter(send, recv, recvCount, toNccl(dtype), toNccl(op), comm_, stream_));
 }
 
+void NcclCommImpl::beginP2p(const char* what, const void* data, size_t count, DType dtype, int peer) {
+  const uint64_t seq = begin(what, count, data, data);
+  STRATA_LOG(kDebug, kP2p, "nccl ", what, " seq=", seq, " count=", count, " dtype=", dtypeName(dtype),
+             " peer=", peer);
+}
+
 void NcclCommImpl::send(const void* data, size_t count, DType dtype, int peer) {
   checkPeer("send", "peer", peer);
   DeviceGuard guard(device_);
-  const uint64_t seq = begin("send", count, data, data);
-  STRATA_LOG(kDebug, kP2p, "nccl send seq=", seq, " count=", count, " dtype=", dtypeName(dtype),
-             " peer=", peer);
+  beginP2p("send", data, count, dtype, peer);
   STRATA_NCCL_COMM(ncclSend(data, count, toNccl(dtype), peer, comm_, stream_));
 }
 
 void NcclCommImpl::recv(void* data, size_t count, DType dtype, int peer) {
   checkPeer("recv", "peer", peer);
   DeviceGuard guard(device_);
-  const uint64_t seq = begin("recv", count, data, data);
-  STRATA_LOG(kDebug, kP2p, "nccl recv seq=", seq, " count=", count, " dtype=", dtypeName(dtype),
-             " peer=", peer);
+  beginP2p("recv", data, count, dtype, peer);
   STRATA_NCCL_COMM(ncclRecv(data, count, toNccl(dtype), peer, comm_, stream_));
 }
 

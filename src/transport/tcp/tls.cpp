@@ -202,17 +202,20 @@ std::string TlsSession::description() const {
   return std::string(SSL_get_version(ssl_)) + " " + (cipher != nullptr ? cipher : "?");
 }
 
-IoStatus TlsSession::sendAll(const void* data, size_t numBytes, Clock::time_point deadline,
-                             std::string* why) {
-  const auto* bytes = static_cast<const uint8_t*>(data);
+namespace {
+
+// Moves all `numBytes` with `step` (one TLS write or read: its status and *moved), waiting on
+// the socket for `events` while TLS wants I/O, until `deadline`.
+template <typename Step>
+IoStatus moveAll(int fd, short events, size_t numBytes, Clock::time_point deadline, Step step) {
   size_t done = 0;
   while (done < numBytes) {
     size_t n = 0;
-    const TlsStatus status = write(bytes + done, numBytes - done, &n, why);
+    const TlsStatus status = step(done, &n);
     if (status == TlsStatus::kClosed) return IoStatus::kClosed;
     if (status == TlsStatus::kError) return IoStatus::kError;
     if (status == TlsStatus::kWantIo) {
-      if (!pollUntil(fd_, POLLOUT, deadline)) return IoStatus::kTimeout;  // no renegotiation: writes only wait to write
+      if (!pollUntil(fd, events, deadline)) return IoStatus::kTimeout;
       continue;
     }
     done += n;
@@ -220,22 +223,21 @@ IoStatus TlsSession::sendAll(const void* data, size_t numBytes, Clock::time_poin
   return IoStatus::kOk;
 }
 
+}  // namespace
+
+IoStatus TlsSession::sendAll(const void* data, size_t numBytes, Clock::time_point deadline,
+                             std::string* why) {
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  // No renegotiation: a write only ever waits to write.
+  return moveAll(fd_, POLLOUT, numBytes, deadline,
+                 [&](size_t done, size_t* n) { return write(bytes + done, numBytes - done, n, why); });
+}
+
 IoStatus TlsSession::recvAll(void* data, size_t numBytes, Clock::time_point deadline,
                              std::string* why) {
   auto* bytes = static_cast<uint8_t*>(data);
-  size_t done = 0;
-  while (done < numBytes) {
-    size_t n = 0;
-    const TlsStatus status = read(bytes + done, numBytes - done, &n, why);
-    if (status == TlsStatus::kClosed) return IoStatus::kClosed;
-    if (status == TlsStatus::kError) return IoStatus::kError;
-    if (status == TlsStatus::kWantIo) {
-      if (!pollUntil(fd_, POLLIN, deadline)) return IoStatus::kTimeout;
-      continue;
-    }
-    done += n;
-  }
-  return IoStatus::kOk;
+  return moveAll(fd_, POLLIN, numBytes, deadline,
+                 [&](size_t done, size_t* n) { return read(bytes + done, numBytes - done, n, why); });
 }
 
 }  // namespace strata::transport::tcp
