@@ -10,9 +10,11 @@
 # against the one process, on the loss after N steps, with --dropout 0 (same global batches;
 # with dropout the replicas' masks differ from one process's, not only the rounding; without
 # it only the summation order of the gradients differs): |Δloss| / loss <= 1e-4.
+# One intra-op thread everywhere (see transformer_lm_pipeline.sh), so layouts are comparable.
 #   transformer_lm_layouts.sh MPIEXEC EXAMPLE EXAMPLE_DIR
 set -euo pipefail
 MPIEXEC="$1"; EXAMPLE="$2"; CONFIGS="$3"
+export OMP_NUM_THREADS=1
 workdir=$(mktemp -d); trap 'rm -rf "$workdir"' EXIT; cd "$workdir"
 MODEL=(--layers 2 --d-model 32 --heads 2 --seq-len 16 --batch-size 8 --max-steps 4 --eval-batches 1 --seed 7)
 
@@ -29,7 +31,7 @@ EOF
 # run NP CONFIG [ARGS...] -> the final line
 run() {
   local np="$1" config="$2" out; shift 2
-  out=$("$MPIEXEC" -n "$np" "$EXAMPLE" --config "$config" "${MODEL[@]}" "$@" 2>&1) || {
+  out=$("$MPIEXEC" -x OMP_NUM_THREADS -n "$np" "$EXAMPLE" --config "$config" "${MODEL[@]}" "$@" 2>&1) || {
     echo "$out"; echo "FAIL: np $np $config exited non-zero"; exit 1; }
   echo "$out" >&2
   grep '^final:' <<<"$out" || { echo "FAIL: np $np $config printed no final line"; exit 1; }
