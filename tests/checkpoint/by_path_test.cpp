@@ -56,12 +56,30 @@ strata::SaveOptions partialAt(int64_t step) {
   return so;
 }
 
-TEST(ByPath, ATiedWeightIsStoredOnceAndItsOptimizerStateFollowsTheAlias) {
-  const std::string root = tempRoot() + "/by-path-tied";
+class ByPathTied : public ::testing::TestWithParam<Mode> {};
+
+// Synchronous saves write the live tensors; background ones the snapshot's copies, where the
+// alias must point at its target's copy.
+TEST_P(ByPathTied, ATiedWeightIsStoredOnceAndItsOptimizerStateFollowsTheAlias) {
+  const std::string root = tempRoot() + "/by-path-tied-" + modeName({GetParam(), 0});
   TiedJob job;
   ASSERT_EQ(job.model.parameters().size(), 1u);  // one tensor for both uses
   job.train(2);
-  const std::string dir = strata::save(root, job.model, job.opt, partialAt(2));
+  std::string dir;
+  if (GetParam() == Mode::kSync) {
+    dir = strata::save(root, job.model, job.opt, partialAt(2));
+  } else {
+    strata::CheckpointOptions co;
+    co.dir = root;
+    co.everySteps = 0;
+    co.resume = 0;
+    co.partial = 1;
+    co.async = 1;
+    strata::CheckpointManager manager(job.model, job.opt, nullptr, co);
+    ASSERT_TRUE(manager.async());
+    dir = manager.save(2);
+    manager.wait();
+  }
   const torch::Tensor saved = job.weight().detach().clone();
   const torch::Tensor savedMoment = job.adam().exp_avg().clone();
 
@@ -82,6 +100,8 @@ TEST(ByPath, ATiedWeightIsStoredOnceAndItsOptimizerStateFollowsTheAlias) {
   EXPECT_TRUE(torch::equal(savedMoment, job.adam().exp_avg()));
   EXPECT_EQ(job.adam().step(), 2);
 }
+
+INSTANTIATE_TEST_SUITE_P(Checkpoint, ByPathTied, ::testing::Values(Mode::kSync, Mode::kAsync), modeName);
 
 TEST(ByPath, AnotherOptimizerKindIsRefusedNamingBoth) {
   const std::string root = tempRoot() + "/by-path-kind";
