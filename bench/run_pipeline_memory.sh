@@ -6,14 +6,15 @@
 # layout with a tiny model), and the bytes the plan predicted (the plan the library logs).
 #
 #   bench/run_pipeline_memory.sh [BUILD_DIR] [LAYERS] [D_MODEL]
+#   STRATA_BENCH_OUT=/tmp/pm bench/run_pipeline_memory.sh build 2 64    # a smoke run elsewhere
 #
 # Memory numbers do not depend on the machine's load; the step times printed beside them do.
-# Raw output: bench/results/pipeline_memory/. Ends with "# <metric>: <value>" lines.
+# Raw output: bench/results/pipeline_memory/ (or $STRATA_BENCH_OUT). Ends with "# <metric>: <value>" lines.
 set -euo pipefail
 BUILD="${1:-build}"; LAYERS="${2:-10}"; DMODEL="${3:-1024}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 EXAMPLE="$BUILD/examples/transformer_lm"
-OUT="$HERE/results/pipeline_memory"
+OUT="${STRATA_BENCH_OUT:-$HERE/results/pipeline_memory}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export STRATA_LOG_LEVEL=INFO STRATA_LOG_RANKS=0
@@ -61,7 +62,13 @@ memory_row() {
 }
 predicted_mb() { memory_row "$1" "$2" | cut -d' ' -f1; }
 holds_mb() { memory_row "$1" "$2" | cut -d' ' -f2; }
-step_seconds() { sed -nE 's/^train step 3\/3 ([0-9.]+) samples\/s.*/\1/p' "$OUT/$1.txt" | awk '{ if ($1 > 0) printf "%.1f", 8 / $1 }'; }
+# Mean seconds per step from rank 0's last progress line (its rate: samples since the start
+# over seconds since the start). Under mpirun's pty the bar redraws with carriage returns
+# ("train [###...] 3/3      36 samples/s ..."); without one it prints "train step 3/3 36 samples/s".
+step_seconds() {
+  tr '\r' '\n' <"$OUT/$1.txt" | sed -nE 's/^train (step|\[[#.]*\]) 3\/3 +([0-9.]+) samples\/s.*/\2/p' | tail -1 |
+    awk '{ if ($1 > 0) printf "%.1f", 8 / $1 }'
+}
 
 for p in 1 2 4; do
   measure "tiny_p$p" "$p" "${TINY[@]}"
@@ -88,7 +95,7 @@ done
   done
   l1=$(final_loss big_p1); l4=$(final_loss big_p4); l2=$(final_loss big_p2)
   echo "# loss after 3 steps: one process $l1, p=2 $l2, p=4 $l4"
-  echo "# step_s: seconds of the third step (rank 0's progress line), load-sensitive"
+  echo "# step_s: mean seconds per step over the 3 steps (rank 0's progress line), load-sensitive"
   echo "# single_process_above_fixed_mib: $single"
   echo "# p2_worst_rank_ratio: $worst2"
   echo "# p4_worst_rank_ratio: $worst4 (target <= 0.35, ideal 0.25)"

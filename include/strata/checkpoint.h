@@ -24,7 +24,10 @@
 // (the module's parameters and buffers sit at the top of the archive exactly where
 // torch::save(net, path) puts them; Strata's own state is in a sub-archive "strata_state"
 // that Module::load ignores). kind "partial": every rank writes rank-<r>.pt with its own
-// parameters (its pipeline stage) and optimizer state.
+// parameters (its pipeline stage) and their optimizer state, keyed by parameter path; any
+// layout of the same model resumes it (another partition count, data parallel, one process),
+// each rank reading only its own tensors. A different model is refused on every rank, naming
+// the first differing parameter.
 //
 // Every call here is collective over the world (every rank calls it, in the same order) and
 // throws strata::Error on every rank if any rank failed to write its part; a failed save

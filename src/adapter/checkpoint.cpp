@@ -14,8 +14,10 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <mutex>
 
+#include "adapter/checkpoint_by_path.h"
 #include "adapter/checkpoint_state.h"
 #include "checkpoint/catalog.h"
 #include "checkpoint/publication.h"
@@ -235,15 +237,18 @@ void loadModuleInPlace(InputArchive& archive, torch::nn::Module& module, const s
 struct RestoreWhat {
   bool rng = false;
   bool sampler = false;
+  bool optimizer = true;  // the positional optimizer.save() archive (not a by-path checkpoint)
 };
 
 void loadState(InputArchive& root, DistributedModel& model, DistributedOptimizer& optimizer,
                const LoadOptions& options, RestoreWhat what, LoadResult* result) {
   InputArchive state;
   root.read(detail::kStateArchiveKey, state);
-  InputArchive opt;
-  state.read("optimizer", opt);
-  optimizer.optimizer().load(opt);
+  if (what.optimizer) {
+    InputArchive opt;
+    state.read("optimizer", opt);
+    optimizer.optimizer().load(opt);
+  }
   const std::vector<int64_t> counters = readInt64s(state, "counters");
   STRATA_CHECK(counters.size() >= 3, "checkpoint: counters hold ", counters.size(), " values");
   result->step = counters[0];
@@ -293,18 +298,35 @@ std::optional<LoadResult> load(const std::string& dir, DistributedModel& model, 
   LoadResult result;
   result.path = chosen;
   std::string error;
+  ck::Manifest m;
+  bool byPath = false;  // partial shards in the by-path form (any layout resumes them)
   try {
     const std::string manifestPath = (fs::path(chosen) / ck::kManifestFile).string();
     const std::vector<char> text = readWholeFile(manifestPath);
-    const ck::Manifest m = ck::parseManifest(std::string(text.begin(), text.end()), manifestPath);
+    m = ck::parseManifest(std::string(text.begin(), text.end()), manifestPath);
     result.sameLayout = m.worldSize == world().size() && m.ppSize == model.pp_size();
+    byPath = m.kind == ck::Kind::kPartial &&
+             detail::TensorShardReader::isTensorShard((fs::path(chosen) / m.shards.front().file).string());
+  } catch (const std::exception& e) {
+    error = detail::trimmed(e.what());
+  }
+  detail::agreeOrThrow(error.empty(), error, "loading checkpoint " + chosen);
+  std::unique_ptr<detail::ByPathCheckpoint> shards;
+  if (byPath) shards = std::make_unique<detail::ByPathCheckpoint>(chosen, m, model);  // collective
+  try {
     const int rank = world().rank();
-    if (m.kind == ck::Kind::kFull) {
+    if (shards) {
+      shards->restoreTensors(model);
+      shards->restoreOptimizer(model, optimizer, result.sameLayout);
+      bool own = false;
+      InputArchive state = shards->stateArchive(&own);
+      loadState(state, model, optimizer, options, {true, own && result.sameLayout, false}, &result);
+    } else if (m.kind == ck::Kind::kFull) {
       const ck::ShardInfo& shard = m.shards.front();
       InputArchive archive = readArchive((fs::path(chosen) / shard.file).string(), shard.bytes);
       loadModuleInPlace(archive, *model.module(), shard.file);
       loadState(archive, model, optimizer, options, {true, result.sameLayout}, &result);
-    } else {
+    } else {  // partial shards of an older build: named tensors and positional optimizer state
       for (const ck::ShardInfo* shard : shardsToRead(m, rank)) {
         const std::string path = (fs::path(chosen) / shard->file).string();
         InputArchive archive = readArchive(path, shard->bytes);

@@ -4,8 +4,12 @@
 #include <torch/types.h>
 
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <set>
 
+#include "adapter/layer_list_model.h"
+#include "adapter/tensor_shard.h"
 #include "checkpoint/publication.h"
 #include "checkpoint/writer.h"
 #include "core/errors.h"
@@ -19,12 +23,6 @@ namespace ck = strata::checkpoint;
 
 torch::Tensor int64Tensor(const std::vector<int64_t>& values) {
   return torch::tensor(at::ArrayRef<int64_t>(values), torch::kInt64);
-}
-
-torch::Tensor textTensor(const std::string& text) {
-  torch::Tensor t = torch::empty({static_cast<int64_t>(text.size())}, torch::kUInt8);
-  if (!text.empty()) std::memcpy(t.data_ptr(), text.data(), text.size());
-  return t;
 }
 
 torch::Tensor cpuRngState() {
@@ -54,12 +52,15 @@ std::vector<int64_t> debuggerCounters() {
   return out;
 }
 
-// Strata's own state: optimizer, counters, RNG, sampler.
+// Strata's own state: the optimizer (unless a partial shard holds it by path), counters,
+// RNG, sampler.
 void writeState(OutputArchive& root, const ShardContent& c) {
   OutputArchive state;
-  OutputArchive opt;
-  c.writeOptimizer(opt);
-  state.write("optimizer", opt);
+  if (!c.partial || c.optimizerKind.empty()) {
+    OutputArchive opt;
+    c.writeOptimizer(opt);
+    state.write("optimizer", opt);
+  }
   state.write("counters", int64Tensor(c.counters), /*is_buffer=*/true);
   state.write("debugger_counters", int64Tensor(c.debuggerCounters), /*is_buffer=*/true);
   state.write("rng_ranks", int64Tensor({static_cast<int64_t>(c.rngStates.size())}), /*is_buffer=*/true);
@@ -69,16 +70,26 @@ void writeState(OutputArchive& root, const ShardContent& c) {
   root.write(kStateArchiveKey, state);
 }
 
-// This rank's parameters and buffers by their path in the model (a pipeline stage's own).
-void writeLocalTensors(OutputArchive& root, const ShardContent& c) {
-  OutputArchive local;
-  std::string names;
+// A partial shard as a by-path file: this rank's tensors, its optimizer entries, then
+// Strata's state (an archive in the layout of a full checkpoint's "strata_state").
+void writeByPath(TensorShardWriter& writer, const ShardContent& c) {
   for (size_t i = 0; i < c.tensors.size(); ++i) {
-    names += c.names[i] + "\n";
-    local.write("t" + std::to_string(i), c.tensors[i], /*is_buffer=*/true);
+    if (c.aliasOf[i] < 0) {
+      writer.addTensor(c.names[i], c.tensors[i], c.isBuffer[i]);
+      continue;
+    }
+    ck::TensorEntry alias = describeTensor(c.names[i], c.tensors[i], c.isBuffer[i]);
+    alias.aliasOf = c.names[static_cast<size_t>(c.aliasOf[i])];
+    writer.addAlias(alias);
   }
-  local.write("names", textTensor(names), /*is_buffer=*/true);
-  root.write(kLocalArchiveKey, local);
+  if (!c.optimizerKind.empty())
+    c.forEachOptimizerEntry([&](const std::string& path, const std::string& bytes) {
+      writer.addOptimizerState(c.optimizerKind, path, bytes);
+    });
+  OutputArchive root;
+  writeState(root, c);
+  writer.addState(archiveBytes(root));
+  writer.finish();
 }
 
 using ModuleTree = StateSnapshot::ModuleTree;
@@ -147,16 +158,33 @@ ShardContent captureLive(DistributedModel& model, DistributedOptimizer& optimize
                          int64_t step, int64_t epoch, bool partial) {
   ShardContent c;
   c.partial = partial;
+  torch::optim::Optimizer* opt = &optimizer.optimizer();
   if (partial) {
+    std::set<adapter::TensorKey> parameters;
+    for (const auto& p : model.local_parameters()) parameters.insert(adapter::tensorKey(p));
+    std::map<adapter::TensorKey, int> firstOf;  // storage -> index of its first path
+    std::vector<std::pair<std::string, torch::Tensor>> named;
     for (const auto& item : model.local_state_dict()) {
+      const torch::Tensor t = item.value().detach();
+      const adapter::TensorKey key = adapter::tensorKey(t);
+      auto [first, inserted] = firstOf.emplace(key, static_cast<int>(c.names.size()));
       c.names.push_back(item.key());
-      c.tensors.push_back(item.value().detach());
+      c.tensors.push_back(t);
+      c.aliasOf.push_back(inserted ? -1 : first->second);
+      c.isBuffer.push_back(parameters.count(key) == 0);
+      named.emplace_back(item.key(), item.value());
+    }
+    c.optimizerKind = stateByPathKind(*opt);
+    if (!c.optimizerKind.empty()) {
+      c.optimizerSlots = slotsByPath(*opt, named);
+      c.forEachOptimizerEntry = [opt, slots = c.optimizerSlots](const EmitEntry& emit) {
+        forEachEntry(*opt, slots, emit);
+      };
     }
   } else {
     std::shared_ptr<torch::nn::Module> module = model.module();
     c.writeModule = [module](OutputArchive& archive) { module->save(archive); };
   }
-  torch::optim::Optimizer* opt = &optimizer.optimizer();
   c.writeOptimizer = [opt](OutputArchive& archive) { opt->save(archive); };
   c.counters = {step, epoch, model.steps_taken(), world().size(), model.pp_size()};
   c.debuggerCounters = debuggerCounters();
@@ -170,12 +198,19 @@ ShardContent captureLive(DistributedModel& model, DistributedOptimizer& optimize
 
 ck::ShardInfo writeShardContent(const std::string& dir, const std::string& file, const ShardContent& content,
                                 const WriteProgress& progress) {
-  OutputArchive root;
   if (content.partial) {
-    writeLocalTensors(root, content);
-  } else {
-    content.writeModule(root);  // the top level torch::load(module, path) reads
+    return ck::writeShard(dir, file, [&content, &progress](const ck::ByteSink& sink) {
+      uint64_t written = 0;
+      TensorShardWriter writer([&](const void* data, size_t size) {
+        sink(data, size);
+        written += size;
+        if (progress) progress(written);
+      });
+      writeByPath(writer, content);
+    });
   }
+  OutputArchive root;
+  content.writeModule(root);  // the top level torch::load(module, path) reads
   writeState(root, content);
   return ck::writeShard(dir, file, [&root, &progress](const ck::ByteSink& sink) {
     uint64_t written = 0;
@@ -196,20 +231,31 @@ ShardContent StateSnapshot::take(const ShardContent& live, DistributedModel& mod
   ShardContent out = live;  // counters, generator states and the sampler's archive are already copies
   std::vector<torch::Tensor> liveTensors;
   if (live.partial) {
-    names_ = live.names;
     liveTensors = live.tensors;
   } else {
     tree_ = buildTree(*model.module(), liveTensors);
   }
   buffers_.resize(liveTensors.size());
-  for (size_t i = 0; i < liveTensors.size(); ++i) copyIntoReused(buffers_[i], liveTensors[i]);
+  for (size_t i = 0; i < liveTensors.size(); ++i) {
+    if (live.partial && live.aliasOf[i] >= 0) {
+      buffers_[i] = torch::Tensor();  // an alias: its target's copy serves
+      continue;
+    }
+    copyIntoReused(buffers_[i], liveTensors[i]);
+  }
   if (live.partial) {
     out.tensors = buffers_;
+    for (size_t i = 0; i < out.tensors.size(); ++i)
+      if (live.aliasOf[i] >= 0) out.tensors[i] = buffers_[static_cast<size_t>(live.aliasOf[i])];
   } else {
     out.writeModule = [this](OutputArchive& archive) { writeTree(archive, tree_, buffers_); };
   }
   optimizer_.take(optimizer.optimizer());
   out.writeOptimizer = [this](OutputArchive& archive) { optimizer_.write(archive); };
+  if (!live.optimizerKind.empty())
+    out.forEachOptimizerEntry = [this, slots = live.optimizerSlots](const EmitEntry& emit) {
+      optimizer_.forEachEntry(slots, emit);
+    };
   return out;
 }
 

@@ -30,15 +30,26 @@ using torch::serialize::OutputArchive;
 // Sub-archive names. Module::load reads only the module's own keys, so a full checkpoint's
 // extra state never disturbs torch::load(module, path).
 inline constexpr const char* kStateArchiveKey = "strata_state";  // optimizer, counters, RNG, sampler
-inline constexpr const char* kLocalArchiveKey = "strata_local";  // a partial shard's tensors
+inline constexpr const char* kLocalArchiveKey = "strata_local";  // tensors of an older partial shard
 
 struct ShardContent {
   bool partial = false;
   // Full: writes the module at the top level of the archive (torch::save(module)'s layout).
   std::function<void(OutputArchive&)> writeModule;
-  // Partial: this rank's parameters and buffers by their path in the model.
+  // Partial: this rank's parameters and buffers by their path in the model, written as a
+  // by-path file (adapter/tensor_shard.h). aliasOf[i] >= 0: the same storage as tensor
+  // aliasOf[i] (the uses of a tied weight on this rank), stored once.
   std::vector<std::string> names;
   std::vector<torch::Tensor> tensors;
+  std::vector<int> aliasOf;
+  std::vector<bool> isBuffer;
+  // Partial: the optimizer's state by parameter path (optimizerKind "AdamW", ...). Empty
+  // kind: an optimizer whose state has no per-parameter form; writeOptimizer's archive is
+  // kept instead, which resumes on the same layout only.
+  std::string optimizerKind;
+  std::vector<std::pair<std::string, ParamSlot>> optimizerSlots;
+  std::function<void(const EmitEntry&)> forEachOptimizerEntry;
+  // Full (and partial without a per-parameter form): optimizer.save()'s archive.
   std::function<void(OutputArchive&)> writeOptimizer;
   std::vector<int64_t> counters;          // step, epoch, model steps, world size, pipeline size
   std::vector<int64_t> debuggerCounters;  // global, train, eval, predict, global-mode
@@ -87,7 +98,6 @@ class StateSnapshot {
  private:
   ModuleTree tree_;                     // full checkpoints
   std::vector<torch::Tensor> buffers_;  // the module's (full) or the rank's (partial) tensors
-  std::vector<std::string> names_;      // partial
   OptimizerSnapshot optimizer_;
 };
 

@@ -17,6 +17,7 @@
 #include "core/errors.h"
 #include "core/logging.h"
 #include "debugger/naming.h"
+#include "runtime/launch.h"
 #include "runtime/runtime_internal.h"
 #include "strata/runtime.h"
 #include "strata/tensor_ops.h"
@@ -37,6 +38,12 @@ observe::NamedTensors namedParameters(const torch::nn::Module& module) {
   observe::NamedTensors out;
   for (const auto& p : module.named_parameters(/*recurse=*/true)) out.emplace_back(p.key(), p.value());
   return out;
+}
+
+// Intra-op threads: OMP_NUM_THREADS, else the host's cores shared among its ranks.
+void setIntraOpThreads() {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(runtime::intraOpThreads(runtime::launchEnvironment(), cores, local_size()));
 }
 
 torch::Tensor detachedStack(const std::vector<torch::Tensor>& outputs) {
@@ -115,9 +122,7 @@ void DistributedModel::init(std::shared_ptr<torch::nn::Module> module,
   if (options.bucketCapMb <= 0) options.bucketCapMb = cfg.dataParallel.bucketCapMb;
   if (options.gradientDtype.empty()) options.gradientDtype = cfg.dataParallel.gradientDtype;
   m.options = options;
-  // Intra-op threads: the host's cores shared among its ranks.
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  at::set_num_threads(std::max(1, cores / std::max(1, local_size())));
+  setIntraOpThreads();
   const config::ModelParallelConfig mp = modelParallelConfig(options);
   if (mp.enabled) {
     STRATA_CHECK_WITH(ConfigError, sequential != nullptr, "/modelparallel/enabled: ",
@@ -167,8 +172,7 @@ DistributedModel::DistributedModel(const LayerList& layers, const torch::Tensor&
   if (options.bucketCapMb <= 0) options.bucketCapMb = cfg.dataParallel.bucketCapMb;
   if (options.gradientDtype.empty()) options.gradientDtype = cfg.dataParallel.gradientDtype;
   m.options = options;
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  at::set_num_threads(std::max(1, cores / std::max(1, local_size())));  // as init() does
+  setIntraOpThreads();  // as init() does
   m.pipeline = std::make_unique<adapter::PipelineModel>(std::move(builder), exampleBatch, mp, options);
   m.module = m.pipeline->module();
   m.forwardFn = [root = m.module](const torch::Tensor& x) { return root->as<torch::nn::Sequential>()->forward(x); };

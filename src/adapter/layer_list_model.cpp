@@ -3,21 +3,15 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <set>
-#include <tuple>
 
 #include "pipeline/adapter/agreement.h"
 
 namespace strata::adapter {
-namespace {
 
-// Same storage, place and shape: the same values (tied uses share a storage).
-using TensorKey = std::tuple<const void*, std::vector<int64_t>, c10::ScalarType>;
-TensorKey keyOf(const torch::Tensor& t) {
+TensorKey tensorKey(const torch::Tensor& t) {
   const void* where = t.numel() > 0 ? t.data_ptr() : static_cast<const void*>(t.unsafeGetTensorImpl());
   return {where, t.sizes().vec(), t.scalar_type()};
 }
-
-}  // namespace
 
 uint64_t worldModelSeed(Group& world) {
   int64_t seed = static_cast<int64_t>(at::detail::getDefaultCPUGenerator().current_seed());
@@ -48,7 +42,7 @@ std::vector<torch::Tensor> uniqueTensors(const std::vector<torch::Tensor>& tenso
   std::set<TensorKey> seen;
   std::vector<torch::Tensor> out;
   for (const auto& t : tensors)
-    if (!t.defined() || seen.insert(keyOf(t)).second) out.push_back(t);
+    if (!t.defined() || seen.insert(tensorKey(t)).second) out.push_back(t);
   return out;
 }
 
@@ -57,7 +51,7 @@ std::vector<std::pair<std::string, torch::Tensor>> uniqueTensors(
   std::set<TensorKey> seen;
   std::vector<std::pair<std::string, torch::Tensor>> out;
   for (const auto& item : named)
-    if (!item.second.defined() || seen.insert(keyOf(item.second)).second) out.push_back(item);
+    if (!item.second.defined() || seen.insert(tensorKey(item.second)).second) out.push_back(item);
   return out;
 }
 

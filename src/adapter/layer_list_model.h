@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -25,6 +26,11 @@ struct WholeModel {
   std::vector<std::shared_ptr<void>> tieHandles;  // keep alive with the model
 };
 WholeModel buildWholeModel(const pipeline::ModelBuilder& builder, Group& world);
+
+// Same storage, place, shape and dtype: the same values. The uses of a tied weight on one
+// rank are distinct tensors over one storage, so this, not the tensor object, identifies it.
+using TensorKey = std::tuple<const void*, std::vector<int64_t>, c10::ScalarType>;
+TensorKey tensorKey(const torch::Tensor& t);
 
 // The tensors without repeats: a tensor registered by two modules, or tied uses sharing one
 // storage, count once (optimizers must see a tied tensor once, or they step it twice).

@@ -148,6 +148,15 @@ void OptimizerSnapshot::write(OutputArchive& archive) const {
   kind_->write(archive, state_, groups_);
 }
 
+void OptimizerSnapshot::forEachEntry(const std::vector<std::pair<std::string, ParamSlot>>& slots,
+                                     const EmitEntry& emit) const {
+  STRATA_CHECK(kind_ != nullptr, "checkpoint: OptimizerSnapshot::forEachEntry before take");
+  for (const auto& [path, slot] : slots) {
+    const auto s = state_.find(slot.stateKey);
+    emit(path, entryBytes(groups_.at(slot.group).options(), s == state_.end() ? nullptr : s->second.get()));
+  }
+}
+
 uint64_t OptimizerSnapshot::bytes() const {
   uint64_t total = 0;
   for (const auto& item : buffers_)

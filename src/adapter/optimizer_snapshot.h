@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "adapter/optimizer_state_by_path.h"
+
 namespace strata::detail {
 
 class OptimizerSnapshot {
@@ -31,6 +33,8 @@ class OptimizerSnapshot {
   void take(const torch::optim::Optimizer& optimizer);
   // Writes what take() copied, as optimizer.save(archive) would have then.
   void write(torch::serialize::OutputArchive& archive) const;
+  // The by-path entries of `slots` (taken from the live optimizer at take()) from the copies.
+  void forEachEntry(const std::vector<std::pair<std::string, ParamSlot>>& slots, const EmitEntry& emit) const;
   // Bytes held in the reused buffers.
   uint64_t bytes() const;
 

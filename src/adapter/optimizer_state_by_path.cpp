@@ -5,41 +5,33 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
+#include <torch/serialize/output-archive.h>
 
-#include <cstring>
+#include <map>
 #include <memory>
 #include <set>
+#include <typeinfo>
 
+#include "adapter/layer_list_model.h"
+#include "adapter/tensor_shard.h"
 #include "core/errors.h"
 
 namespace strata::detail {
 namespace {
+
+using adapter::TensorKey;
+using adapter::tensorKey;
 
 using torch::serialize::InputArchive;
 using torch::serialize::OutputArchive;
 
 std::string stateKey(const torch::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
 
-torch::Tensor textTensor(const std::string& text) {
-  torch::Tensor t = torch::empty({static_cast<int64_t>(text.size())}, torch::kUInt8);
-  if (!text.empty()) std::memcpy(t.data_ptr(), text.data(), text.size());
-  return t;
-}
-
-std::string readText(InputArchive& archive, const std::string& key) {
-  torch::Tensor t;
-  archive.read(key, t, /*is_buffer=*/true);
-  t = t.contiguous();
-  return std::string(static_cast<const char*>(t.data_ptr()), static_cast<size_t>(t.numel()));
-}
-
-std::vector<std::string> splitLines(const std::string& text) {
-  std::vector<std::string> out;
-  for (size_t begin = 0; begin < text.size();) {
-    const size_t end = text.find('\n', begin);
-    out.push_back(text.substr(begin, end - begin));
-    begin = end == std::string::npos ? text.size() : end + 1;
-  }
+std::map<TensorKey, ParamSlot> slotsOf(const torch::optim::Optimizer& optimizer) {
+  std::map<TensorKey, ParamSlot> out;
+  const auto& groups = optimizer.param_groups();
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (const auto& p : groups[g].params()) out.emplace(tensorKey(p), ParamSlot{g, stateKey(p)});
   return out;
 }
 
@@ -55,90 +47,68 @@ std::unique_ptr<torch::optim::OptimizerParamState> newState(const std::string& k
 
 }  // namespace
 
-std::string optimizerKind(const torch::optim::Optimizer& optimizer) {
-  if (dynamic_cast<const torch::optim::AdamW*>(&optimizer)) return "AdamW";
-  if (dynamic_cast<const torch::optim::Adam*>(&optimizer)) return "Adam";
-  if (dynamic_cast<const torch::optim::SGD*>(&optimizer)) return "SGD";
-  if (dynamic_cast<const torch::optim::Adagrad*>(&optimizer)) return "Adagrad";
-  if (dynamic_cast<const torch::optim::RMSprop*>(&optimizer)) return "RMSprop";
-  STRATA_THROW(Error, "checkpoint: this optimizer (", typeid(optimizer).name(),
-               ") keeps no per-parameter state Strata can key by parameter path; supported: SGD, Adam, AdamW, "
-               "Adagrad, RMSprop");
+std::string stateByPathKind(const torch::optim::Optimizer& optimizer) {
+  // Exact types: a subclass may keep state of its own.
+  const std::type_info& t = typeid(optimizer);
+  if (t == typeid(torch::optim::AdamW)) return "AdamW";
+  if (t == typeid(torch::optim::Adam)) return "Adam";
+  if (t == typeid(torch::optim::SGD)) return "SGD";
+  if (t == typeid(torch::optim::Adagrad)) return "Adagrad";
+  if (t == typeid(torch::optim::RMSprop)) return "RMSprop";
+  return "";
 }
 
-bool writeParamState(OutputArchive& entry, const torch::optim::Optimizer& optimizer, const torch::Tensor& param) {
-  auto& opt = const_cast<torch::optim::Optimizer&>(optimizer);  // param_groups() has no const form
-  const std::string key = stateKey(param);
-  for (auto& group : opt.param_groups()) {
-    for (const auto& p : group.params()) {
-      if (stateKey(p) != key) continue;
-      OutputArchive options;
-      group.options().serialize(options);
-      entry.write("options", options);
-      const auto s = optimizer.state().find(key);
-      if (s != optimizer.state().end()) {
-        OutputArchive values;
-        s->second->serialize(values);
-        entry.write("state", values);
-      }
-      return true;
-    }
+std::vector<std::pair<std::string, ParamSlot>> slotsByPath(
+    const torch::optim::Optimizer& optimizer, const std::vector<std::pair<std::string, torch::Tensor>>& named) {
+  const std::map<TensorKey, ParamSlot> slots = slotsOf(optimizer);
+  std::vector<std::pair<std::string, ParamSlot>> out;
+  std::set<std::string> seen;  // state keys
+  for (const auto& [path, tensor] : named) {
+    auto it = slots.find(tensorKey(tensor));
+    if (it == slots.end() || !seen.insert(it->second.stateKey).second) continue;
+    out.emplace_back(path, it->second);
   }
-  return false;
+  return out;
 }
 
-bool readParamState(InputArchive& entry, torch::optim::Optimizer& optimizer, const torch::Tensor& param,
-                    const std::string& kind, const std::string& source) {
-  const std::string mine = optimizerKind(optimizer);
-  STRATA_CHECK(kind == mine, "checkpoint ", source, " holds ", kind, " optimizer state; this optimizer is ", mine);
-  const std::string key = stateKey(param);
-  for (auto& group : optimizer.param_groups()) {
-    for (const auto& p : group.params()) {
-      if (stateKey(p) != key) continue;
-      InputArchive options;
-      entry.read("options", options);
-      group.options().serialize(options);
-      InputArchive values;
-      if (entry.try_read("state", values)) {
-        std::unique_ptr<torch::optim::OptimizerParamState> s = newState(kind);
-        s->serialize(values);
-        optimizer.state()[key] = std::move(s);
-      }
-      return true;
-    }
+std::string entryBytes(const torch::optim::OptimizerOptions& options, const torch::optim::OptimizerParamState* state) {
+  OutputArchive entry;
+  OutputArchive optionsArchive;
+  options.serialize(optionsArchive);
+  entry.write("options", optionsArchive);
+  if (state) {
+    OutputArchive values;
+    state->serialize(values);
+    entry.write("state", values);
   }
-  return false;
+  return archiveBytes(entry);
 }
 
-void writeStateByPath(OutputArchive& archive, const torch::optim::Optimizer& optimizer,
-                      const std::vector<std::pair<std::string, torch::Tensor>>& params) {
-  std::string names;
-  std::set<const void*> written;  // a tied tensor listed under two paths: its state once
-  int64_t i = 0;
-  for (const auto& [path, tensor] : params) {
-    if (!written.insert(tensor.unsafeGetTensorImpl()).second) continue;
-    OutputArchive entry;
-    if (!writeParamState(entry, optimizer, tensor)) continue;
-    archive.write("p" + std::to_string(i++), entry);
-    names += path + "\n";
+void forEachEntry(const torch::optim::Optimizer& optimizer, const std::vector<std::pair<std::string, ParamSlot>>& slots,
+                  const EmitEntry& emit) {
+  const auto& groups = optimizer.param_groups();
+  for (const auto& [path, slot] : slots) {
+    const auto s = optimizer.state().find(slot.stateKey);
+    emit(path, entryBytes(groups.at(slot.group).options(), s == optimizer.state().end() ? nullptr : s->second.get()));
   }
-  archive.write("kind", textTensor(optimizerKind(optimizer)), /*is_buffer=*/true);
-  archive.write("names", textTensor(names), /*is_buffer=*/true);
 }
 
-StateByPathResult readStateByPath(InputArchive& archive, torch::optim::Optimizer& optimizer,
-                                  const std::map<std::string, torch::Tensor>& params, const std::string& source) {
-  const std::string kind = readText(archive, "kind");
-  StateByPathResult result;
-  result.paths = splitLines(readText(archive, "names"));
-  for (size_t i = 0; i < result.paths.size(); ++i) {
-    const auto target = params.find(result.paths[i]);
-    if (target == params.end()) continue;
-    InputArchive entry;
-    archive.read("p" + std::to_string(i), entry);
-    if (readParamState(entry, optimizer, target->second, kind, source)) ++result.restored;
+void readEntry(InputArchive& entry, torch::optim::Optimizer& optimizer, const ParamSlot& slot, const std::string& kind,
+               const std::string& source) {
+  const std::string mine = stateByPathKind(optimizer);
+  STRATA_CHECK(kind == mine, "checkpoint ", source, " holds ", kind, " optimizer state; this optimizer is ",
+               mine.empty() ? std::string(typeid(optimizer).name()) : mine);
+  InputArchive options;
+  entry.read("options", options);
+  optimizer.param_groups().at(slot.group).options().serialize(options);
+  InputArchive values;
+  if (entry.try_read("state", values)) {
+    std::unique_ptr<torch::optim::OptimizerParamState> s = newState(kind);
+    s->serialize(values);
+    optimizer.state()[slot.stateKey] = std::move(s);
+  } else {
+    optimizer.state().erase(slot.stateKey);  // the checkpoint was taken before this parameter's first step
   }
-  return result;
 }
 
 }  // namespace strata::detail

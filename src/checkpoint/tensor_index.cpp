@@ -161,4 +161,60 @@ std::optional<std::string> firstDifference(const std::vector<TensorEntry>& check
   return std::nullopt;
 }
 
+ShardCatalog::ShardCatalog(const std::vector<TensorIndex>& shards, const std::vector<std::string>& files,
+                           size_t preferred) {
+  STRATA_CHECK(files.size() == shards.size(), "ShardCatalog: ", files.size(), " file names for ", shards.size(),
+               " shards");
+  std::vector<size_t> order;
+  if (preferred < shards.size()) order.push_back(preferred);
+  for (size_t s = 0; s < shards.size(); ++s)
+    if (s != preferred) order.push_back(s);
+  optimizerOfShard_.resize(shards.size());
+  std::string kindFile;
+  for (size_t s : order) {
+    const TensorIndex& index = shards[s];
+    if (!index.optimizerKind.empty()) {
+      STRATA_CHECK(optimizerKind_.empty() || optimizerKind_ == index.optimizerKind, "checkpoint shards ", kindFile,
+                   " and ", files[s], " hold state of different optimizers (", optimizerKind_, " and ",
+                   index.optimizerKind, ")");
+      if (optimizerKind_.empty()) kindFile = files[s];
+      optimizerKind_ = index.optimizerKind;
+    }
+    for (const OptimizerEntry& o : index.optimizer) optimizerOfShard_[s].emplace(o.path, o.record);
+    for (const TensorEntry& e : index.tensors) {
+      auto [it, inserted] = entries_.emplace(e.path, e);
+      const auto& seen = locations_[e.path];
+      STRATA_CHECK(inserted || (it->second.dtype == e.dtype && it->second.shape == e.shape), "checkpoint shards ",
+                   files[seen.front().shard], " and ", files[s], " disagree on \"", e.path, "\": ", it->second.dtype,
+                   " ", formatShape(it->second.shape), " against ", e.dtype, " ", formatShape(e.shape));
+      locations_[e.path].push_back({s, e.aliasOf.empty() ? e.path : e.aliasOf});
+    }
+  }
+}
+
+std::optional<ShardCatalog::Location> ShardCatalog::tensor(const std::string& path) const {
+  auto it = locations_.find(path);
+  if (it == locations_.end()) return std::nullopt;
+  return it->second.front();
+}
+
+std::optional<ShardCatalog::Record> ShardCatalog::optimizerState(const std::string& path) const {
+  auto it = locations_.find(path);
+  if (it == locations_.end()) return std::nullopt;
+  for (const Location& l : it->second) {
+    const auto& records = optimizerOfShard_[l.shard];
+    for (const std::string& key : {l.storedPath, path}) {
+      auto r = records.find(key);
+      if (r != records.end()) return Record{l.shard, r->second};
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<TensorEntry> ShardCatalog::entries() const {
+  std::vector<TensorEntry> out;
+  for (const auto& item : entries_) out.push_back(item.second);
+  return out;
+}
+
 }  // namespace strata::checkpoint

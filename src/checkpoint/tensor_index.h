@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,5 +68,40 @@ std::string formatShape(const std::vector<int64_t>& shape);
 //   the checkpoint has "blocks.9.ln1.weight", which the model does not
 std::optional<std::string> firstDifference(const std::vector<TensorEntry>& checkpoint,
                                            const std::vector<TensorEntry>& model);
+
+// Where the tensors and optimizer states of a checkpoint are among its shards (one
+// TensorIndex per shard file). A path stored in several shards (data-parallel replicas, the
+// copies of a tied weight on two pipeline ranks) is taken from the preferred shard when it
+// holds it, else from the lowest shard that does; all copies hold the same values.
+class ShardCatalog {
+ public:
+  struct Location {
+    size_t shard = 0;
+    std::string storedPath;  // the path whose record holds the bytes: `path`, or its alias target
+  };
+  struct Record {
+    size_t shard = 0;
+    std::string record;
+  };
+
+  // `files` names the shards in errors. Throws strata::Error naming both files when two
+  // shards list a path with different dtypes or shapes, or hold different optimizer kinds.
+  ShardCatalog(const std::vector<TensorIndex>& shards, const std::vector<std::string>& files, size_t preferred);
+
+  std::optional<Location> tensor(const std::string& path) const;
+  // The record of `path`'s optimizer state: the entry of the path or of the tensor it is an
+  // alias of, in the first shard (in preference order) that has one.
+  std::optional<Record> optimizerState(const std::string& path) const;
+  // One entry per path, as firstDifference compares them with a model's.
+  std::vector<TensorEntry> entries() const;
+  // The optimizer kind of the shards that hold optimizer state ("" when none does).
+  const std::string& optimizerKind() const { return optimizerKind_; }
+
+ private:
+  std::vector<std::map<std::string, std::string>> optimizerOfShard_;  // per shard: path -> record
+  std::map<std::string, std::vector<Location>> locations_;             // preference order
+  std::map<std::string, TensorEntry> entries_;
+  std::string optimizerKind_;
+};
 
 }  // namespace strata::checkpoint

@@ -1,5 +1,6 @@
 #include "runtime/launch.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "core/errors.h"
@@ -75,7 +76,7 @@ EnvMap launchEnvironment() {
   EnvMap env;
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
                            "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "RANK", "WORLD_SIZE", "LOCAL_RANK",
-                           "MASTER_ADDR", "MASTER_PORT"}) {
+                           "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS"}) {
     if (const char* v = std::getenv(name)) env[name] = v;
   }
   return env;
@@ -93,6 +94,19 @@ std::vector<std::string> pretendHosts(const std::vector<std::string>& realHosts,
     }
   }
   return out;
+}
+
+int intraOpThreads(const EnvMap& env, int cores, int localRanks) {
+  if (const std::string* v = find(env, "OMP_NUM_THREADS")) {
+    const std::string first = v->substr(0, v->find(','));
+    STRATA_CHECK_WITH(ConfigError, !first.empty(), "environment variable OMP_NUM_THREADS=\"", *v,
+                      "\" is not a positive integer");
+    const int threads = parseNonNegative(env, "OMP_NUM_THREADS", first);
+    STRATA_CHECK_WITH(ConfigError, threads > 0, "environment variable OMP_NUM_THREADS=\"", *v,
+                      "\" is not a positive integer");
+    return threads;
+  }
+  return std::max(1, std::max(1, cores) / std::max(1, localRanks));
 }
 
 }  // namespace strata::runtime

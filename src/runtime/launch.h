@@ -29,6 +29,14 @@ LaunchInfo detectLaunch(const EnvMap& env);
 // The variables detectLaunch reads, taken from the process environment.
 EnvMap launchEnvironment();
 
+// Intra-op threads of one rank (torch's at::set_num_threads): OMP_NUM_THREADS when it is set
+// (the user's choice wins, as in PyTorch; of a list "4,2" the first), else the host's cores
+// shared among its ranks, at least 1. CPU kernels that split a reduction among threads
+// (LayerNorm's weight and bias gradients, a full sum) round differently for another count,
+// so runs compared bitwise across layouts set the same OMP_NUM_THREADS (docs/pipeline.md).
+// Throws ConfigError naming the variable and its value when it is not a positive integer.
+int intraOpThreads(const EnvMap& env, int cores, int localRanks);
+
 // STRATA_HOSTS=k splits the ranks of each real host into k pretend hosts (contiguous
 // blocks of local ranks), so the inter-host code paths run on one machine. Returns one
 // host name per rank. k <= 1 returns realHosts unchanged.

@@ -127,5 +127,89 @@ TEST(TensorIndex, FirstDifferenceNamesTheParameter) {
   }
 }
 
+// Shards of one checkpoint as a 2-stage pipeline writes them: the embedding on rank 0, the
+// head's copy of the tied weight on rank 1, each with its own optimizer entries.
+std::vector<TensorIndex> twoStageShards() {
+  TensorIndex rank0, rank1;
+  rank0.tensors = {stored("embed.token.weight", {256, 8}, "t0"), stored("blocks.0.w", {8, 8}, "t1")};
+  rank0.optimizerKind = "AdamW";
+  rank0.optimizer = {{"embed.token.weight", "o0"}, {"blocks.0.w", "o1"}};
+  rank1.tensors = {stored("blocks.1.w", {8, 8}, "t0"), stored("head.weight", {256, 8}, "t1")};
+  rank1.optimizerKind = "AdamW";
+  rank1.optimizer = {{"blocks.1.w", "o0"}, {"head.weight", "o1"}};
+  return {rank0, rank1};
+}
+
+TEST(ShardCatalog, FindsEveryPathInTheShardThatHoldsIt) {
+  const ShardCatalog catalog(twoStageShards(), {"rank-00000.pt", "rank-00001.pt"}, 1);
+  ASSERT_TRUE(catalog.tensor("blocks.0.w").has_value());
+  EXPECT_EQ(catalog.tensor("blocks.0.w")->shard, 0u);
+  EXPECT_EQ(catalog.tensor("head.weight")->shard, 1u);
+  EXPECT_EQ(catalog.tensor("head.weight")->storedPath, "head.weight");
+  EXPECT_FALSE(catalog.tensor("blocks.2.w").has_value());
+  ASSERT_TRUE(catalog.optimizerState("blocks.1.w").has_value());
+  EXPECT_EQ(catalog.optimizerState("blocks.1.w")->shard, 1u);
+  EXPECT_EQ(catalog.optimizerState("blocks.1.w")->record, "o0");
+  EXPECT_EQ(catalog.optimizerState("embed.token.weight")->record, "o0");
+  EXPECT_EQ(catalog.optimizerState("embed.token.weight")->shard, 0u);
+  EXPECT_FALSE(catalog.optimizerState("nothing").has_value());
+  EXPECT_EQ(catalog.optimizerKind(), "AdamW");
+  std::vector<std::string> paths;
+  for (const TensorEntry& e : catalog.entries()) paths.push_back(e.path);
+  EXPECT_EQ(paths, (std::vector<std::string>{"blocks.0.w", "blocks.1.w", "embed.token.weight", "head.weight"}));
+}
+
+TEST(ShardCatalog, AnAliasReadsItsTargetsBytesAndOptimizerState) {
+  // One process holds the tied weight once: the head's path is an alias in its only shard.
+  TensorIndex one;
+  one.tensors = {stored("embed.token.weight", {256, 8}, "t0"), alias("head.weight", "embed.token.weight", {256, 8})};
+  one.optimizerKind = "SGD";
+  one.optimizer = {{"embed.token.weight", "o0"}};
+  const ShardCatalog catalog({one}, {"rank-00000.pt"}, 0);
+  EXPECT_EQ(catalog.tensor("head.weight")->storedPath, "embed.token.weight");
+  ASSERT_TRUE(catalog.optimizerState("head.weight").has_value());
+  EXPECT_EQ(catalog.optimizerState("head.weight")->record, "o0");
+}
+
+TEST(ShardCatalog, ThePreferredShardWinsAmongReplicas) {
+  TensorIndex replica;
+  replica.tensors = {stored("w", {2}, "t0")};
+  replica.optimizerKind = "Adam";
+  replica.optimizer = {{"w", "o0"}};
+  TensorIndex withoutState;
+  withoutState.tensors = {stored("w", {2}, "t0")};
+  for (size_t preferred : {0u, 1u, 2u}) {
+    const ShardCatalog catalog({replica, replica, replica}, {"a", "b", "c"}, preferred);
+    EXPECT_EQ(catalog.tensor("w")->shard, preferred);
+    EXPECT_EQ(catalog.optimizerState("w")->shard, preferred);
+  }
+  // The preferred shard has no optimizer entry for the path: the next one that has is used.
+  const ShardCatalog catalog({replica, withoutState}, {"a", "b"}, 1);
+  EXPECT_EQ(catalog.tensor("w")->shard, 1u);
+  EXPECT_EQ(catalog.optimizerState("w")->shard, 0u);
+}
+
+TEST(ShardCatalog, RefusesShardsThatDisagree) {
+  std::vector<TensorIndex> shards = twoStageShards();
+  shards[1].tensors.push_back(stored("blocks.0.w", {8, 9}, "t2"));
+  try {
+    ShardCatalog(shards, {"rank-00000.pt", "rank-00001.pt"}, 0);
+    ADD_FAILURE() << "shards with two shapes of one path accepted";
+  } catch (const strata::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank-00000.pt and rank-00001.pt disagree on \"blocks.0.w\": float32 [8, 8] "
+                                         "against float32 [8, 9]"),
+              std::string::npos)
+        << e.what();
+  }
+  shards = twoStageShards();
+  shards[1].optimizerKind = "SGD";
+  try {
+    ShardCatalog(shards, {"rank-00000.pt", "rank-00001.pt"}, 0);
+    ADD_FAILURE() << "shards of two optimizers accepted";
+  } catch (const strata::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("different optimizers (AdamW and SGD)"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace strata::checkpoint

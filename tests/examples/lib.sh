@@ -39,8 +39,12 @@ accuracy_at_least() {
 
 # The start of every transformer_lm script, run as `SCRIPT MPIEXEC EXAMPLE EXAMPLE_DIR`:
 # MPIEXEC, EXAMPLE and CONFIGS (the example's folder of job configs) set, in a scratch folder
-# that holds the pipeline-engine configs.
+# that holds the pipeline-engine configs. One intra-op thread in every run
+# (OMP_NUM_THREADS=1, inherited by the ranks): libtorch's CPU LayerNorm backward sums its
+# weight gradient in per-thread parts, so runs with different thread counts (one process on
+# 2 cores gets 2, 2 or 4 ranks get 1) round differently and could not be compared bitwise.
 transformer_lm_start() {
+  export OMP_NUM_THREADS=1
   MPIEXEC="$1"
   EXAMPLE="$2"
   CONFIGS="$3"

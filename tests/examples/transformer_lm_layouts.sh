@@ -10,6 +10,7 @@
 # against the one process, on the loss after N steps, with --dropout 0 (same global batches;
 # with dropout the replicas' masks differ from one process's, not only the rounding; without
 # it only the summation order of the gradients differs): |Δloss| / loss <= 1e-4.
+# One intra-op thread everywhere (see transformer_lm_pipeline.sh), so layouts are comparable.
 #   transformer_lm_layouts.sh MPIEXEC EXAMPLE EXAMPLE_DIR
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"

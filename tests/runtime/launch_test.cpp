@@ -55,5 +55,29 @@ TEST(Launch, PretendHostsSplitEachRealHostIntoBlocks) {
   EXPECT_EQ(pretendHosts(real, 2), (std::vector<std::string>{"a#0", "a#0", "a#1", "a#1", "b#0", "b#1"}));
 }
 
+TEST(Launch, IntraOpThreadsShareTheCoresUnlessOmpNumThreadsSaysOtherwise) {
+  struct Case {
+    EnvMap env;
+    int cores, localRanks, expected;
+  };
+  const Case cases[] = {
+      {{}, 8, 2, 4}, {{}, 2, 1, 2}, {{}, 2, 4, 1}, {{}, 3, 2, 1}, {{}, 0, 0, 1},
+      {{{"OMP_NUM_THREADS", "1"}}, 8, 1, 1}, {{{"OMP_NUM_THREADS", "3"}}, 2, 4, 3},
+      {{{"OMP_NUM_THREADS", "4,2"}}, 2, 1, 4}, {{{"OMP_NUM_THREADS", ""}}, 4, 2, 2},
+  };
+  for (const Case& c : cases)
+    EXPECT_EQ(intraOpThreads(c.env, c.cores, c.localRanks), c.expected)
+        << "cores " << c.cores << ", local ranks " << c.localRanks;
+  for (const char* bad : {"0", "x", ",2", "-1"}) {
+    try {
+      intraOpThreads({{"OMP_NUM_THREADS", bad}}, 2, 1);
+      ADD_FAILURE() << "OMP_NUM_THREADS=" << bad << " accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("OMP_NUM_THREADS=\"") + bad + "\""), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace strata::runtime
