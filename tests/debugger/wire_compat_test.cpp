@@ -31,20 +31,32 @@ int run(const std::string& command, std::string* out) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-TEST(WireCompat, PythonProtobufDecodesOurEvents) {
-  if (!fs::exists(kPython)) GTEST_SKIP() << kPython << " is not installed";
+// Why the Python check cannot run here, or "" when it can.
+std::string missingPythonTools() {
+  if (!fs::exists(kPython)) return std::string(kPython) + " is not installed";
   std::string ignored;
   if (run(std::string(kPython) + " -c 'import google.protobuf' 2>/dev/null", &ignored) != 0)
-    GTEST_SKIP() << "python3-protobuf is not installed (apt-get install python3-protobuf)";
+    return "python3-protobuf is not installed (apt-get install python3-protobuf)";
   if (run("command -v protoc >/dev/null 2>&1", &ignored) != 0)
-    GTEST_SKIP() << "protoc is not installed (apt-get install protobuf-compiler)";
+    return "protoc is not installed (apt-get install protobuf-compiler)";
+  return "";
+}
+
+// Runs decode_events.py on `trial`; its exit status, its JSON in *out.
+int decodeWithPython(const std::string& trial, std::string* out) {
   const fs::path here = fs::path(STRATA_SOURCE_DIR) / "tests" / "debugger";
   const fs::path script = here / "decode_events.py";
   const fs::path protos = here / ".." / ".." / "src" / "debugger" / "proto";
-  ASSERT_TRUE(fs::exists(script)) << script;
-  ASSERT_TRUE(fs::exists(protos / "smdebug_event.proto")) << protos;
+  EXPECT_TRUE(fs::exists(script)) << script;
+  EXPECT_TRUE(fs::exists(protos / "smdebug_event.proto")) << protos;
+  TempDir work;
+  return run(std::string(kPython) + " " + script.string() + " " + trial + " " + protos.string() + " " + work.path(),
+             out);
+}
 
-  TempDir trial, work;
+TEST(WireCompat, PythonProtobufDecodesOurEvents) {
+  if (const std::string missing = missingPythonTools(); !missing.empty()) GTEST_SKIP() << missing;
+  TempDir trial;
   {
     Hook hook(debuggerConfig(R"({"save_interval": 1, "collections": [
         {"name": "weights"}, {"name": "losses"},
@@ -67,9 +79,7 @@ TEST(WireCompat, PythonProtobufDecodesOurEvents) {
     hook.close(true);
   }
   std::string out;
-  const int status = run(std::string(kPython) + " " + script.string() + " " + trial.path() + " " +
-                             protos.string() + " " + work.path(),
-                         &out);
+  const int status = decodeWithPython(trial.path(), &out);
   if (status == 2) GTEST_SKIP() << "decode_events.py found its environment incomplete";
   ASSERT_EQ(status, 0) << out;
   const auto j = nlohmann::json::parse(out);
@@ -94,6 +104,36 @@ TEST(WireCompat, PythonProtobufDecodesOurEvents) {
   const auto& tb = j["tensorboard"];
   EXPECT_EQ(tb["accuracy"], nlohmann::json::parse("[[0, 0.25], [1, 1.25]]"));
   EXPECT_EQ(tb["CrossEntropyLoss_output_0"], nlohmann::json::parse("[[0, 0.5], [1, 1.0]]"));
+  EXPECT_TRUE(j["histograms"].empty());  // no collection asked for them
+}
+
+// save_shape and save_histogram: shape-only index entries (a step without an event file)
+// and TensorBoard histograms, read by the independent decoder with protoc-compiled classes.
+TEST(WireCompat, PythonProtobufReadsShapesAndHistograms) {
+  if (const std::string missing = missingPythonTools(); !missing.empty()) GTEST_SKIP() << missing;
+  TempDir trial;
+  {
+    Hook hook(debuggerConfig(R"({"save_interval": 1, "collections": [
+        {"name": "weights", "save_histogram": true},
+        {"name": "outputs", "save_shape": true, "save_raw_tensor": false}]})"),
+              testing::hookOptions(trial.path()));
+    const float w[4] = {-1.0f, 0.5f, 2.0f, 2.0f};
+    hook.beginStep(Mode::kTrain);
+    hook.saveTensor("Net_fc1.weight", DType::kFloat32, {2, 2}, w);
+    hook.saveTensor("fc1_output_0", DType::kFloat32, {1, 4}, w);
+    hook.beginStep(Mode::kPredict);  // shapes only: no event file at this step
+    hook.saveTensor("fc1_output_0", DType::kFloat32, {4, 1}, w);
+    hook.close(true);
+  }
+  std::string out;
+  const int status = decodeWithPython(trial.path(), &out);
+  if (status == 2) GTEST_SKIP() << "decode_events.py found its environment incomplete";
+  ASSERT_EQ(status, 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["shapes"]["fc1_output_0"], nlohmann::json::parse(R"({"0": [1, 4], "1": [4, 1]})"));
+  EXPECT_FALSE(j["tensors"].contains("fc1_output_0"));
+  // step, num, min, max, sum, values counted in buckets
+  EXPECT_EQ(j["histograms"]["weights/Net_fc1.weight"], nlohmann::json::parse("[[0, 4.0, -1.0, 2.0, 3.5, 4.0]]"));
 }
 
 }  // namespace
