@@ -112,7 +112,7 @@ void Session::guarded(const char* what, Fn&& fn) noexcept {
 
 // --- recording -------------------------------------------------------------------------
 
-void Session::stepBegin(int64_t step, Mode mode) noexcept {
+void Session::stepBegin(int64_t step, Mode mode, int64_t modeStep) noexcept {
   if (!enabled_ || stopped_.load(std::memory_order_relaxed)) return;
   const int64_t now = nowUs();
   bool inWindow = false;
@@ -125,10 +125,11 @@ void Session::stepBegin(int64_t step, Mode mode) noexcept {
     openStep_ = step;
     stepStartUs_ = now;
     stepMode_ = mode;
+    stepModeStep_ = modeStep >= 0 ? modeStep : step;
     stepInWindow_ = window_.activeAtStepBegin(step, now);
     inWindow = stepInWindow_;
   }
-  currentStep_.store(step, std::memory_order_relaxed);
+  currentStep_.store(modeStep >= 0 ? modeStep : step, std::memory_order_relaxed);
   setActive(inWindow);
   const int64_t requested = batchRequestedUs_.exchange(-1, std::memory_order_relaxed);
   if (inWindow && requested >= 0 && requested <= now)
@@ -145,6 +146,7 @@ void Session::stepEnd(int64_t step) noexcept {
   if (!enabled_ || stopped_.load(std::memory_order_relaxed)) return;
   const int64_t now = nowUs();
   StepRecord record;
+  int64_t stepNum = step;
   bool inWindow = false;
   {
     std::lock_guard<std::mutex> lock(stepMu_);
@@ -155,23 +157,25 @@ void Session::stepEnd(int64_t step) noexcept {
       return;
     }
     record = StepRecord{step, stepMode_, stepStartUs_, now - stepStartUs_};
+    stepNum = stepModeStep_;
     inWindow = stepInWindow_;
     openStep_ = -1;
     lastEndedStep_ = step;
     lastEndedInWindow_ = inWindow;
+    lastEndedStepNum_ = stepNum;
   }
   guarded("step", [&] {
     if (buffer_.pushStep(record)) stepsRecorded_.fetch_add(1, std::memory_order_relaxed);
-    if (inWindow) {
-      TimelineEvent e;
-      e.name = std::string(stepPhaseName(record.mode));
-      e.phase = e.name;
-      e.tid = trackId(Track::kSteps);
-      e.startUs = record.startUs;
-      e.durUs = record.durUs;
-      e.step = step;
-      accept(buffer_.push(std::move(e)));
-    }
+    // Every step, inside the window or not: smdebug's analysis (job statistics, step
+    // outliers) needs them all, from step 0.
+    TimelineEvent e;
+    e.name = std::string(stepPhaseName(record.mode));
+    e.phase = e.name;
+    e.tid = trackId(Track::kSteps);
+    e.startUs = record.startUs;
+    e.durUs = record.durUs;
+    e.step = stepNum;
+    accept(buffer_.push(std::move(e)));
   });
   setActive(window_.activeAfterStepEnd(step, now));
 }
@@ -184,6 +188,11 @@ void Session::recordSlice(std::string_view name, std::string_view phase, Track t
 void Session::recordSlice(std::string_view name, std::string_view phase, int tid,
                           int64_t startUs, int64_t durUs, std::vector<Arg> args) noexcept {
   if (!timelineActive_.load(std::memory_order_relaxed)) return;
+  pushSlice(name, phase, tid, startUs, durUs, currentStep_.load(std::memory_order_relaxed), std::move(args));
+}
+
+void Session::pushSlice(std::string_view name, std::string_view phase, int tid, int64_t startUs, int64_t durUs,
+                        int64_t stepNum, std::vector<Arg> args) noexcept {
   guarded("record", [&] {
     TimelineEvent e;
     e.name = std::string(name);
@@ -191,29 +200,28 @@ void Session::recordSlice(std::string_view name, std::string_view phase, int tid
     e.tid = tid;
     e.startUs = startUs;
     e.durUs = durUs;
-    e.step = currentStep_.load(std::memory_order_relaxed);
+    e.step = stepNum;
     e.args = std::move(args);
     accept(buffer_.push(std::move(e)));
   });
 }
 
+void Session::recordModelSlice(std::string_view name, std::string_view phase, Track track, int64_t startUs,
+                               int64_t durUs) noexcept {
+  if (!recordsSteps()) return;
+  pushSlice(name, phase, trackId(track), startUs, durUs, currentStep_.load(std::memory_order_relaxed), {});
+}
+
 void Session::recordForEndedStep(int64_t step, std::string_view name, std::string_view phase, Track track,
                                  int64_t startUs, int64_t durUs) noexcept {
   if (!enabled_ || stopped_.load(std::memory_order_relaxed)) return;
+  int64_t stepNum = step;
   {
     std::lock_guard<std::mutex> lock(stepMu_);
     if (step != lastEndedStep_ || !lastEndedInWindow_ || openStep_ >= 0) return;
+    stepNum = lastEndedStepNum_;
   }
-  guarded("record", [&] {
-    TimelineEvent e;
-    e.name = std::string(name);
-    e.phase = std::string(phase);
-    e.tid = trackId(track);
-    e.startUs = startUs;
-    e.durUs = durUs;
-    e.step = step;
-    accept(buffer_.push(std::move(e)));
-  });
+  pushSlice(name, phase, trackId(track), startUs, durUs, stepNum, {});
 }
 
 void Session::accept(EventBuffer::Push result) noexcept {

@@ -7,7 +7,11 @@
 //
 // What it writes under <output_dir>/profiler-output/ (profiler/layout.h):
 //   * always (unless disable_profiler): steps/<node>_steps.jsonl, every step's duration;
-//   * inside the framework_profile window: the Chrome-trace timeline (pythontimeline);
+//   * at every step (unless disable_profiler): the timeline's step event
+//     (Step:ModeKeys.<MODE>) and the model's own Forward / Backward(post-forward) slices,
+//     as smdebug's PyTorch hook writes them (its job statistics start at step 0);
+//   * inside the framework_profile window: everything else in the Chrome-trace timeline
+//     (pythontimeline): per-layer slices, AllReduce, data loading, pipeline, user ranges;
 //   * with SessionInfo::runSystemSampler (local rank 0 only, one per host): system metrics
 //     every system_monitor_interval_millis.
 //
@@ -83,14 +87,19 @@ class Session {
 
   // --- recording: thread-safe, cheap, never block on I/O, never throw ----------------
   // Marks the start of a step (call on the training thread at the top of each step).
-  // Turns the timeline on or off according to the framework_profile window.
-  void stepBegin(int64_t step, Mode mode = Mode::kTrain) noexcept;
-  // Marks its end: the step timer always records it; inside the window the timeline gets
-  // the smdebug step event (name and phase Step:ModeKeys.<MODE>, args.step_num).
-  // An end without the matching begin is ignored (one warning).
+  // `step` is the global step (every mode's steps count; the framework_profile window and
+  // the step timer use it), `modeStep` its number within `mode` (smdebug's mode_step,
+  // written as args.step_num; -1: the same as `step`). Turns the detailed timeline on or
+  // off according to the framework_profile window.
+  void stepBegin(int64_t step, Mode mode = Mode::kTrain, int64_t modeStep = -1) noexcept;
+  // Marks its end: the step timer records it, and the timeline gets the smdebug step event
+  // (name and phase Step:ModeKeys.<MODE>, args.step_num = the mode step), inside the window
+  // or not. An end without the matching begin is ignored (one warning).
   void stepEnd(int64_t step) noexcept;
-  // Whether slices are being recorded now: check it before building costly args.
+  // Whether detailed slices are being recorded now: check it before building costly args.
   bool timelineActive() const noexcept { return timelineActive_.load(std::memory_order_relaxed); }
+  // Whether step events and model-level slices are recorded (an enabled, running session).
+  bool recordsSteps() const noexcept { return enabled_ && !stopped_.load(std::memory_order_relaxed); }
   // The session clock (µs since the epoch); use it for recordSlice times.
   int64_t nowUs() const noexcept;
   // One complete slice. Dropped when the timeline is off. Slices on one track must come
@@ -99,6 +108,10 @@ class Session {
                    int64_t durUs, std::vector<Arg> args = {}) noexcept;
   void recordSlice(std::string_view name, std::string_view phase, int tid, int64_t startUs,
                    int64_t durUs, std::vector<Arg> args = {}) noexcept;
+  // A model-level slice (the model's Forward or Backward(post-forward)): recorded at every
+  // step while recordsSteps(), inside the framework window or not.
+  void recordModelSlice(std::string_view name, std::string_view phase, Track track, int64_t startUs,
+                        int64_t durUs) noexcept;
   // A slice that belongs to the step that just ended (the optimizer step after the model's
   // step): recorded, with that step's number, when `step` is the last ended step and it was
   // inside the framework window, even though the timeline may already be off.
@@ -131,6 +144,9 @@ class Session {
   void startThreads();
   void setActive(bool active) noexcept;
   void accept(EventBuffer::Push result) noexcept;
+  // Queues one slice for the writer, whatever the window (callers decide).
+  void pushSlice(std::string_view name, std::string_view phase, int tid, int64_t startUs, int64_t durUs,
+                 int64_t stepNum, std::vector<Arg> args) noexcept;
   void writerLoop();
   void writePending(std::vector<TimelineEvent>& events, std::vector<StepRecord>& steps);
   template <typename Fn>
@@ -158,10 +174,12 @@ class Session {
   int64_t stepStartUs_ = 0;
   int64_t openStep_ = -1;  // -1: no step open
   Mode stepMode_ = Mode::kTrain;
+  int64_t stepModeStep_ = -1;
   bool stepInWindow_ = false;
   int64_t lastEndedStep_ = -1;        // for recordForEndedStep
   bool lastEndedInWindow_ = false;
-  std::atomic<int64_t> currentStep_{-1};
+  int64_t lastEndedStepNum_ = -1;
+  std::atomic<int64_t> currentStep_{-1};  // the open (or last) step's mode step: slices' step_num
   std::atomic<int64_t> batchRequestedUs_{-1};  // -1: no request since the last stepBegin
 
   // Writer thread.

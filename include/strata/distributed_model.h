@@ -165,8 +165,15 @@ class DistributedModel {
   void finish_gradient_sync();
   // Zeroes the gradient buckets in place.
   void zero_grad();
+  // train()/eval() also reset the mode to TRAIN/EVAL (see set_mode).
   void train(bool on = true);
   void eval() { train(false); }
+  // The mode of the steps the debugger and profiler see (smdebug's hook.set_mode): TRAIN
+  // while the module is training, EVAL after eval(), or what set_mode() chose (PREDICT for
+  // inference) until the next train()/eval(). step() is one step of this mode; outside
+  // step(), each forward in a mode other than TRAIN is one step of that mode.
+  void set_mode(Mode mode);
+  Mode mode() const;
 
   // Communication statistics since the last reset_stats() (benchmarks, the profiler).
   struct Stats {
@@ -182,13 +189,15 @@ class DistributedModel {
   size_t num_buckets() const;
   bool buckets_rebuilt() const;
 
-  // Training steps taken (step() calls): the profiler's step numbers. Checkpoints save it;
-  // set_steps_taken() resumes the count (before the next step()).
+  // Training steps taken (step() calls). Checkpoints save it; set_steps_taken() resumes the
+  // count (before the next step()). The profiler and the debugger number steps globally
+  // (every mode's steps count, evaluation forwards included) and per mode.
   int64_t steps_taken() const;
   void set_steps_taken(int64_t steps);
 
  private:
   friend class DistributedOptimizer;  // tells a pipeline which optimizer steps its parameters
+  torch::Tensor forwardUnobserved(const torch::Tensor& input);
   // Tag: `forward` is module->forward, so the per-layer instrumentation may run a
   // Sequential's children one by one in its place (a user's forward function may differ).
   struct ModulesOwnForward {};

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <memory>
 
+#include "adapter/layer_instrumentation.h"
 #include "core/logging.h"
 #include "debugger/naming.h"
 #include "debugger/torch_hook.h"
@@ -101,6 +102,11 @@ void save_scalar(const std::string& name, double value) {
 bool save_tensor(const std::string& name, const torch::Tensor& tensor) {
   TorchHook* hook = activeHook();
   return hook != nullptr && hook->saveTensor(name, tensor);
+}
+
+torch::Tensor module_output(const torch::nn::Module& module, const torch::Tensor& output) {
+  instrument::offerModuleOutput(module, output);
+  return output;
 }
 
 }  // namespace strata::debugger

@@ -36,7 +36,7 @@ class DebuggerObserver final : public StepObserver {
 
   bool wantsTensors() const override { return hook_.writes() && hook_.core().anythingDue(); }
 
-  void stepBegin(int64_t /*step*/, Mode mode) override { hook_.beginStep(mode); }
+  void stepBegin(int64_t /*step*/, Mode mode, int64_t /*modeStep*/) override { hook_.beginStep(mode); }
   void parameters(const std::string& topClass, const NamedTensors& params) override {
     hook_.saveParameters(topClass, params);
   }

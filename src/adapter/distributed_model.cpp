@@ -6,6 +6,7 @@
 #include <ATen/Parallel.h>
 #include <torch/types.h>
 
+#include <optional>
 #include <thread>
 
 #include "adapter/gradient_reducer.h"
@@ -14,6 +15,7 @@
 #include "adapter/model_signature.h"
 #include "adapter/observers.h"
 #include "adapter/pipeline_model.h"
+#include "adapter/step_modes.h"
 #include "core/errors.h"
 #include "core/logging.h"
 #include "debugger/naming.h"
@@ -74,7 +76,30 @@ struct DistributedModel::Impl {
   std::unique_ptr<adapter::GradientReducer> reducer;  // data parallel
   std::unique_ptr<adapter::PipelineModel> pipeline;   // model parallel
   std::vector<std::shared_ptr<void>> tieHandles;      // a LayerList's tied tensors (one process)
-  int64_t stepCount = 0;
+  int64_t stepCount = 0;  // step() calls: the pipeline's per-step seeds, checkpoints
+  // Observed steps (smdebug's hook steps, adapter/step_modes.h): evaluation and prediction
+  // forwards outside step() are steps too.
+  adapter::StepCounter observedSteps;
+  int64_t lastStepGlobal = -1;        // global step of the last step()
+  std::optional<Mode> modeOverride;   // set_mode(); cleared by train()/eval()
+  bool inStep = false;
+  // Marks an observed step as open for its scope (forwards inside it are no steps of their own).
+  struct StepScope {
+    explicit StepScope(Impl& impl) : m(impl) { m.inStep = true; }
+    ~StepScope() { m.inStep = false; }
+    StepScope(const StepScope&) = delete;
+    StepScope& operator=(const StepScope&) = delete;
+    Impl& m;
+  };
+
+  Mode mode() const { return adapter::observedMode(modeOverride, module->is_training()); }
+  // Opens an observed step of the current mode; returns its global step.
+  int64_t beginObservedStep(observe::Observers& obs) {
+    const Mode m = mode();
+    const adapter::StepCounter::Numbers n = observedSteps.next(m);
+    obs.stepBegin(n.global, m, n.modeStep);
+    return n.global;
+  }
 
   // The reducer of this rank's gradients (data parallel, or a pipeline stage's replicas).
   adapter::GradientReducer* activeReducer() const {
@@ -184,6 +209,22 @@ DistributedModel::~DistributedModel() = default;
 
 torch::Tensor DistributedModel::forward(const torch::Tensor& input) {
   Impl& m = *impl_;
+  if (adapter::forwardIsItsOwnStep(m.inStep, m.mode())) {
+    // Evaluation or prediction outside step(): each forward is one step of its mode, as each
+    // top-level forward is for smdebug's hook (a TRAIN forward outside step() is not one).
+    observe::Observers& obs = observers();
+    const Impl::StepScope scope(m);
+    const int64_t global = m.beginObservedStep(obs);
+    if (obs.wantsTensors()) obs.parameters(m.topClass(), m.localParameters());
+    torch::Tensor out = forwardUnobserved(input);
+    obs.stepEnd(global);
+    return out;
+  }
+  return forwardUnobserved(input);
+}
+
+torch::Tensor DistributedModel::forwardUnobserved(const torch::Tensor& input) {
+  Impl& m = *impl_;
   if (m.pipeline) return m.pipeline->forward(input);
   if (m.options.broadcastBuffers && m.module->is_training() && !m.buffers.empty()) {
     torch::NoGradGuard noGrad;
@@ -207,7 +248,9 @@ StepOutput DistributedModel::step(const torch::Tensor& data, const torch::Tensor
   if (m.pipeline) m.pipeline->ensurePlanned(data);  // a rank saves what it holds: its stages
   const int64_t step = m.stepCount++;
   observe::Observers& obs = observers();
-  obs.stepBegin(step, m.module->is_training() ? Mode::kTrain : Mode::kEval);
+  const Impl::StepScope scope(m);
+  const int64_t global = m.beginObservedStep(obs);
+  m.lastStepGlobal = global;
   if (obs.wantsTensors()) obs.parameters(m.topClass(), m.localParameters());
   StepOutput out;
   if (m.pipeline) {
@@ -218,7 +261,7 @@ StepOutput DistributedModel::step(const torch::Tensor& data, const torch::Tensor
     finish_gradient_sync();
   }
   if (m.holdsLoss()) obs.loss(out.reduce_mean());  // a pipeline's loss lives on its last stage
-  obs.stepEnd(step);
+  obs.stepEnd(global);
   return out;
 }
 
@@ -273,7 +316,10 @@ int DistributedModel::dp_size() const {
 }
 std::shared_ptr<torch::nn::Module> DistributedModel::module() const { return impl_->module; }
 Group& DistributedModel::group() const { return *impl_->group; }
-void DistributedModel::train(bool on) { impl_->module->train(on); }
+void DistributedModel::train(bool on) {
+  impl_->module->train(on);
+  impl_->modeOverride.reset();
+}
 
 DistributedModel::Stats DistributedModel::stats() const {
   Stats s;
@@ -299,7 +345,16 @@ bool DistributedModel::buckets_rebuilt() const {
   return r && r->rebuilt();
 }
 int64_t DistributedModel::steps_taken() const { return impl_->stepCount; }
-void DistributedModel::set_steps_taken(int64_t steps) { impl_->stepCount = steps; }
+void DistributedModel::set_steps_taken(int64_t steps) {
+  // Resuming: observed steps continue from the training steps taken (earlier evaluation
+  // steps are not in the checkpoint).
+  Impl& m = *impl_;
+  m.stepCount = steps;
+  m.observedSteps.resume(steps);
+  m.lastStepGlobal = steps - 1;
+}
+void DistributedModel::set_mode(Mode mode) { impl_->modeOverride = mode; }
+Mode DistributedModel::mode() const { return impl_->mode(); }
 
 DistributedModel::NoSync::NoSync(DistributedModel& model) : model_(model), previous_(true) {
   model_.finish_gradient_sync();
@@ -338,7 +393,7 @@ void DistributedOptimizer::step() {
   // Belongs to the model's step that just ended (model.step() closed it).
   const int64_t startUs = obs.clockUs();
   optimizer_->step();
-  obs.optimizerStep(model_.steps_taken() - 1, observe::spanSince(startUs));
+  obs.optimizerStep(model_.impl_->lastStepGlobal, observe::spanSince(startUs));
 }
 
 namespace {

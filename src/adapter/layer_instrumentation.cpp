@@ -8,8 +8,11 @@
 #include <algorithm>
 #include <memory>
 #include <mutex>
+#include <typeinfo>
+#include <unordered_map>
 
 #include "adapter/observers.h"
+#include "strata/nested_sequential.h"
 #include "debugger/naming.h"
 #include "profiler/layer_timeline.h"
 
@@ -19,7 +22,8 @@ namespace {
 using observe::observers;
 using observe::Span;
 
-int64_t nowUs() { return observers().nowUs(); }
+// Any observer's clock: model-level times are wanted outside the detailed window too.
+int64_t nowUs() { return observers().clockUs(); }
 
 // When one backward's hooks fired; shared by the hooks of one forward.
 struct BackwardTimes {
@@ -114,7 +118,64 @@ void armBackward(const std::string& topName, const std::vector<std::string>& pat
   hookParametersOfFirstLayer(times, paramsOf(first));
 }
 
+// The module paths of the model whose layer tensors this thread is capturing (set by
+// forward() for its duration), for module_output calls from inside custom modules.
+using ModulePaths = std::unordered_map<const torch::nn::Module*, std::string>;
+thread_local const ModulePaths* tCapturePaths = nullptr;
+
+class CapturePathsScope {
+ public:
+  CapturePathsScope(torch::nn::Module& model, bool capturing) : previous_(tCapturePaths) {
+    if (!capturing) return;
+    for (const auto& item : model.named_modules(/*name_prefix=*/"", /*include_self=*/false))
+      paths_.emplace(item.value().get(), item.key());
+    tCapturePaths = &paths_;
+  }
+  ~CapturePathsScope() { tCapturePaths = previous_; }
+  CapturePathsScope(const CapturePathsScope&) = delete;
+  CapturePathsScope& operator=(const CapturePathsScope&) = delete;
+
+ private:
+  const ModulePaths* previous_;
+  ModulePaths paths_;
+};
+
+// A child whose forward is exactly the chain of its own children (torch::nn::Sequential or
+// strata::NestedSequential themselves, not a subclass that may define another forward).
+torch::nn::SequentialImpl* plainSequential(const torch::nn::AnyModule& module) {
+  torch::nn::Module* m = module.ptr().get();
+  if (m == nullptr) return nullptr;
+  const std::type_info& type = typeid(*m);
+  if (type != typeid(torch::nn::SequentialImpl) && type != typeid(NestedSequentialImpl)) return nullptr;
+  auto* sequential = dynamic_cast<torch::nn::SequentialImpl*>(m);
+  return sequential->is_empty() ? nullptr : sequential;
+}
+
 }  // namespace
+
+torch::nn::AnyValue forwardChild(const std::string& path, torch::nn::AnyModule& module, torch::nn::AnyValue input,
+                                 const observe::Interest& interest) {
+  torch::nn::SequentialImpl* nested = (interest.layerTensors || interest.times) ? plainSequential(module) : nullptr;
+  std::vector<Layer> children = nested != nullptr ? sequentialLayers(*nested) : std::vector<Layer>();
+  if (children.empty()) return module.any_forward(std::move(input));
+  // Run the nested Sequential's children here, as its forward would, reporting each under
+  // its module path ("block.0.relu"), smdebug's names for nested modules.
+  observe::Observers& obs = observers();
+  torch::nn::AnyValue value = std::move(input);
+  for (Layer& child : children) {
+    const std::string childPath = path + "." + child.path;
+    const int64_t start = interest.times ? nowUs() : -1;
+    const torch::Tensor* in = value.try_get<torch::Tensor>();
+    const torch::Tensor inCopy = (interest.layerTensors && in != nullptr) ? *in : torch::Tensor();
+    value = forwardChild(childPath, child.module, std::move(value), interest);
+    if (interest.times) obs.layerForward(childPath, observe::spanSince(start));
+    if (interest.layerTensors) {
+      if (inCopy.defined()) obs.moduleInput(childPath, inCopy);
+      if (const torch::Tensor* out = value.try_get<torch::Tensor>()) obs.moduleOutput(childPath, *out);
+    }
+  }
+  return value;
+}
 
 std::vector<Layer> sequentialLayers(torch::nn::SequentialImpl& sequential) {
   const auto children = sequential.named_children();
@@ -141,11 +202,14 @@ LayerRecorder::LayerRecorder(observe::LayerChain chain, const torch::Tensor& inp
       paramsOf_(std::move(paramsOf)),
       tensors_(interest.layerTensors),
       times_(interest.times),
-      timeBackward_(interest.times && timeLayerBackward && torch::GradMode::is_enabled()) {
-  if (timeBackward_) removeAccumulatorHooks();
+      chainTimes_(interest.times || interest.modelTimes),
+      timeBackward_(interest.times && timeLayerBackward && torch::GradMode::is_enabled()),
+      timeChainBackward_(!timeBackward_ && interest.modelTimes && timeLayerBackward &&
+                         torch::GradMode::is_enabled()) {
+  if (timeBackward_ || timeChainBackward_) removeAccumulatorHooks();
   if (timeBackward_ || tensors_) outputs_.reserve(chain_.paths.size());
   if (tensors_) observers().moduleInput(chain_.topName, input_);
-  if (times_) topStartUs_ = nowUs();
+  if (chainTimes_) topStartUs_ = nowUs();
 }
 
 void LayerRecorder::begin(size_t /*layer*/) {
@@ -167,10 +231,23 @@ void LayerRecorder::end(size_t layer, const torch::Tensor* output) {
 }
 
 void LayerRecorder::finish(const torch::Tensor& result) {
-  if (times_) observers().chainForward(chain_, observe::spanSince(topStartUs_));
+  if (chainTimes_) observers().chainForward(chain_, observe::spanSince(topStartUs_));
   if (tensors_) observers().moduleOutput(chain_.topName, result);
   if (timeBackward_ && outputs_.size() == chain_.paths.size())
     armBackward(chain_.topName, chain_.paths, input_, outputs_, paramsOf_, /*perLayer=*/true);
+  if (timeChainBackward_) {
+    // The chain as one piece: from its output's gradient until every layer's parameters
+    // have theirs.
+    const size_t n = chain_.paths.size();
+    armBackward(chain_.topName, {chain_.topName}, input_, {result},
+                [this, n](size_t) {
+                  std::vector<torch::Tensor> all;
+                  for (size_t i = 0; i < n; ++i)
+                    for (auto& p : paramsOf_(i)) all.push_back(p);
+                  return all;
+                },
+                /*perLayer=*/false);
+  }
 }
 
 torch::Tensor runLayers(const std::string& topName, std::vector<Layer>& layers, const torch::Tensor& input,
@@ -184,8 +261,8 @@ torch::Tensor runLayers(const std::string& topName, std::vector<Layer>& layers, 
   torch::nn::AnyValue value(input);
   for (size_t i = 0; i < layers.size(); ++i) {
     recorder.begin(i);
-    torch::nn::AnyValue next = i == 0 ? layers[i].module.any_forward(input) : layers[i].module.any_forward(std::move(value));
-    value = std::move(next);
+    value = forwardChild(layers[i].path, layers[i].module, i == 0 ? torch::nn::AnyValue(input) : std::move(value),
+                         interest);
     recorder.end(i, value.try_get<torch::Tensor>());
   }
   const torch::Tensor* result = value.try_get<torch::Tensor>();
@@ -195,24 +272,35 @@ torch::Tensor runLayers(const std::string& topName, std::vector<Layer>& layers, 
   return *result;
 }
 
+void offerModuleOutput(const torch::nn::Module& module, const torch::Tensor& output) {
+  if (tCapturePaths == nullptr) return;
+  const auto it = tCapturePaths->find(&module);
+  if (it != tCapturePaths->end()) observers().moduleOutput(it->second, output);
+}
+
 torch::Tensor forward(torch::nn::Module& module, const std::function<torch::Tensor(const torch::Tensor&)>& forwardFn,
                       const torch::Tensor& input, bool forwardIsModulesOwn) {
   observe::Observers& obs = observers();
   if (obs.size() == 0) return forwardFn(input);  // the common case: nobody listening
   const observe::Interest interest = obs.interest(&module);
   if (!interest.any()) return forwardFn(input);
+  const CapturePathsScope capturePaths(module, interest.layerTensors);
   const std::string topName = debugger::moduleClassName(module.name());
+  // Layer by layer only when layers are wanted; model-level times alone (profiling outside
+  // the detailed window) take the model as one piece.
   if (auto* sequential = dynamic_cast<torch::nn::SequentialImpl*>(&module);
-      sequential != nullptr && !sequential->is_empty() && forwardIsModulesOwn) {
+      sequential != nullptr && !sequential->is_empty() && forwardIsModulesOwn &&
+      (interest.layerTensors || interest.times)) {
     std::vector<Layer> layers = sequentialLayers(*sequential);
     if (!layers.empty()) return runLayers(topName, layers, input, interest);
   }
   // The model as one piece: its own input/output and forward/backward (backward from its
   // output's gradient until its parameters' gradients are all accumulated).
   if (interest.layerTensors) obs.moduleInput(topName, input);
-  const int64_t start = interest.times ? nowUs() : -1;
+  const bool chainTimes = interest.times || interest.modelTimes;
+  const int64_t start = chainTimes ? nowUs() : -1;
   torch::Tensor out = forwardFn(input);
-  if (interest.times) {
+  if (chainTimes) {
     observe::LayerChain chain;
     chain.topName = topName;
     obs.chainForward(chain, observe::spanSince(start));

@@ -14,11 +14,17 @@
 //
 // Names: a child's path is its name in the Sequential ("0", "1" ... or the names given to
 // a named Sequential: "conv1", "relu1"), so smdebug's default regexes ("outputs",
-// ".*relu_output") match as they do in Python. The model itself is "<Class>_input_0" /
-// "<Class>_output_0" (debugger/naming.h). Only direct children are instrumented; a model
-// that is not a Sequential, or a DistributedModel given its own forward function, gets the
-// model-level input/output and Forward/Backward events only (its forward may not be the
-// chain of its children).
+// ".*relu_output") match as they do in Python. A child that is itself a plain Sequential
+// (strata::NestedSequential) is run child by child too, its children reported under their
+// module paths ("block.0.relu", as smdebug names nested modules), at any depth. The model
+// itself is "<Class>_input_0" / "<Class>_output_0" (debugger/naming.h). A model that is not
+// a Sequential, a child with its own forward (a custom module), or a DistributedModel given
+// its own forward function is reported as one piece (its forward may not be the chain of
+// its children).
+//
+// Timing: per-layer slices only inside the profiler's detailed window (Interest::times);
+// the model's own Forward/Backward slices at every step while profiling is on
+// (Interest::modelTimes), which costs no per-layer run.
 //
 // Threading: the training thread (and the autograd engine running backward for it).
 #pragma once
@@ -54,6 +60,13 @@ std::vector<Layer> sequentialLayers(torch::nn::SequentialImpl& sequential);
 // collection.
 bool captureThisForward(bool debuggerDue, int64_t globalStep, int64_t lastCapturedStep);
 
+// Runs one child of a chain at `path` on `input`: its own forward, or, when it is a plain
+// nested Sequential (torch::nn::Sequential, strata::NestedSequential) and per-layer data is
+// wanted, its children one by one, each reported as "<path>.<child>" (recursively: smdebug's
+// "layer1.0.relu"), the child itself being reported by the caller.
+torch::nn::AnyValue forwardChild(const std::string& path, torch::nn::AnyModule& module, torch::nn::AnyValue input,
+                                 const observe::Interest& interest);
+
 // Runs `layers` in order on `input` (Sequential::forward semantics: each child gets the
 // previous child's output) reporting what `interest` asks. `topName` names the model
 // ("Sequential", "Net"). The result must be a tensor.
@@ -84,12 +97,19 @@ class LayerRecorder {
   torch::Tensor input_;
   ParamsOf paramsOf_;
   bool tensors_;
-  bool times_;
+  bool times_;       // per layer
+  bool chainTimes_;  // the chain's own forward (per layer or model-level timing)
   bool timeBackward_;
+  bool timeChainBackward_;  // the chain's backward as one piece (model-level timing only)
   int64_t topStartUs_ = -1;
   int64_t layerStartUs_ = -1;
   std::vector<torch::Tensor> outputs_;
 };
+
+// strata::debugger::module_output: reports `output` as the output of `module` under its path
+// in the model whose forward is being captured on this thread (instrument::forward with
+// layer tensors wanted); does nothing otherwise.
+void offerModuleOutput(const torch::nn::Module& module, const torch::Tensor& output);
 
 // DistributedModel::forward: `forwardFn` when no observer wants per-layer data, otherwise
 // the instrumented forward described above. `forwardIsModulesOwn`: `forwardFn` is the

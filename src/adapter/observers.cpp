@@ -60,6 +60,12 @@ bool Observers::timing() const {
   return false;
 }
 
+bool Observers::modelTiming() const {
+  for (const auto& o : snapshot())
+    if (o->modelTiming()) return true;
+  return false;
+}
+
 int64_t Observers::nowUs() const {
   for (const auto& o : snapshot())
     if (o->timing()) return o->nowUs();
@@ -78,6 +84,7 @@ Interest Observers::interest(const void* model) {
   Interest interest;
   for (const auto& o : snapshot()) {
     interest.times = interest.times || o->timing();
+    interest.modelTimes = interest.modelTimes || o->modelTiming();
     interest.layerTensors = o->wantsLayerTensors(model) || interest.layerTensors;
   }
   return interest;
@@ -91,8 +98,8 @@ bool Observers::wantsTensors() const {
   return false;
 }
 
-void Observers::stepBegin(int64_t step, Mode mode) {
-  each("stepBegin", [&](StepObserver& o) { o.stepBegin(step, mode); });
+void Observers::stepBegin(int64_t step, Mode mode, int64_t modeStep) {
+  each("stepBegin", [&](StepObserver& o) { o.stepBegin(step, mode, modeStep); });
 }
 void Observers::stepEnd(int64_t step) {
   each("stepEnd", [&](StepObserver& o) { o.stepEnd(step); });

@@ -44,7 +44,8 @@ class Observers final : public StepObserver {
   bool wantsLayerTensors(const void* model) override;
   bool wantsTensors() const override;
 
-  void stepBegin(int64_t step, Mode mode) override;
+  void stepBegin(int64_t step, Mode mode, int64_t modeStep = -1) override;
+  bool modelTiming() const override;
   void stepEnd(int64_t step) override;
   void parameters(const std::string& topClass, const NamedTensors& params) override;
   void loss(const torch::Tensor& loss) override;

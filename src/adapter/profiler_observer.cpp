@@ -24,13 +24,17 @@ std::string stageName(int stage) { return "stage " + std::to_string(stage); }
 class ProfilerObserver final : public StepObserver {
  public:
   bool timing() const override { return recording() != nullptr; }
+  bool modelTiming() const override {
+    profiler::Session* s = profiler::current();
+    return s != nullptr && s->recordsSteps();
+  }
   int64_t nowUs() const override {
     profiler::Session* s = profiler::current();
     return s != nullptr ? s->nowUs() : -1;
   }
 
-  void stepBegin(int64_t step, Mode mode) override {
-    if (profiler::Session* s = profiler::current()) s->stepBegin(step, mode);
+  void stepBegin(int64_t step, Mode mode, int64_t modeStep) override {
+    if (profiler::Session* s = profiler::current()) s->stepBegin(step, mode, modeStep);
   }
   void stepEnd(int64_t step) override {
     if (profiler::Session* s = profiler::current()) s->stepEnd(step);
@@ -46,22 +50,28 @@ class ProfilerObserver final : public StepObserver {
   void layerForward(const std::string& path, Span span) override {
     slice(path, phases::kForwardSubmodule, Track::kCompute, span);
   }
+  // The model's forward and backward are recorded at every step (smdebug's hook writes
+  // them outside the detailed window too); a pipeline stage's, per microbatch, only inside.
   void chainForward(const LayerChain& chain, Span span) override {
-    profiler::Session* s = recording();
+    profiler::Session* s = profiler::current();
     if (s == nullptr || span.startUs < 0) return;
-    std::vector<profiler::Arg> args;
-    if (chain.isStage)
-      args = {{"stage", chain.stage.stage},
-              {"chunk", chain.stage.chunk},
-              {"microbatch", chain.stage.microbatch},
-              {"step", chain.stage.step}};
-    s->recordSlice(chain.topName, phases::kForward, Track::kCompute, span.startUs, span.durUs, std::move(args));
+    if (!chain.isStage) {
+      s->recordModelSlice(chain.topName, phases::kForward, Track::kCompute, span.startUs, span.durUs);
+      return;
+    }
+    s->recordSlice(chain.topName, phases::kForward, Track::kCompute, span.startUs, span.durUs,
+                   {{"stage", chain.stage.stage},
+                    {"chunk", chain.stage.chunk},
+                    {"microbatch", chain.stage.microbatch},
+                    {"step", chain.stage.step}});
   }
   void layerBackward(const std::string& path, Span span) override {
     slice(path, phases::kBackwardSubmodule, Track::kCompute, span);
   }
   void chainBackward(const std::string& topName, Span span) override {
-    slice(topName, phases::kBackward, Track::kCompute, span);
+    profiler::Session* s = profiler::current();
+    if (s != nullptr && span.startUs >= 0)
+      s->recordModelSlice(topName, phases::kBackward, Track::kCompute, span.startUs, span.durUs);
   }
 
   // The exposed wait on the compute track, and each bucket where it ran on the FIFO

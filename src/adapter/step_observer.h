@@ -86,8 +86,9 @@ struct LayerChain {
 // What observers want from the forward about to run.
 struct Interest {
   bool layerTensors = false;  // module inputs/outputs (the debugger has a due step)
-  bool times = false;         // forward/backward slices (the profiler's timeline is on)
-  bool any() const { return layerTensors || times; }
+  bool times = false;         // per-layer forward/backward slices (the profiler's window is on)
+  bool modelTimes = false;    // the model's own forward/backward slices (profiling is on)
+  bool any() const { return layerTensors || times || modelTimes; }
 };
 
 class StepObserver {
@@ -95,7 +96,12 @@ class StepObserver {
   virtual ~StepObserver() = default;
 
   // --- queries (cheap; the training thread asks before each forward) -----------------
+  // Detailed timing: per-layer slices, communication, data loading (the profiler's
+  // framework_profile window).
   virtual bool timing() const { return false; }
+  // The model's own forward/backward slices, wanted at every step while profiling is on
+  // (smdebug writes them outside the detailed window too).
+  virtual bool modelTiming() const { return timing(); }
   // The observer's clock (µs, as in Span), or -1 when it has none.
   virtual int64_t nowUs() const { return -1; }
   // Whether the forward of `model` (any stable key: the module's address) should hand its
@@ -107,7 +113,9 @@ class StepObserver {
   virtual bool wantsTensors() const { return false; }
 
   // --- a step -----------------------------------------------------------------------
-  virtual void stepBegin(int64_t /*step*/, Mode /*mode*/) {}
+  // `step`: the model's global step (steps of every mode count); `modeStep`: the step's
+  // number within its mode (smdebug's mode_step; -1: the same as `step`).
+  virtual void stepBegin(int64_t /*step*/, Mode /*mode*/, int64_t /*modeStep*/ = -1) {}
   virtual void stepEnd(int64_t /*step*/) {}
   // The parameters this step's forward uses (before it runs), named by their path in the
   // model, under the model's class name `topClass` ("Net").

@@ -14,6 +14,7 @@
 // reads argv, the environment and a file.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -71,17 +72,30 @@ struct SaveConfig {
   bool shouldSave(int64_t step) const;
 };
 
+// smdebug's ModeKeys order: TRAIN, EVAL, PREDICT, GLOBAL (index = mode number - 1).
+inline constexpr size_t kNumSaveModes = 4;
+const std::array<const char*, kNumSaveModes>& saveModeNames();  // "TRAIN", "EVAL", ...
+
+// A SaveConfig per mode (smdebug's SaveConfig with mode_save_configs), resolved key by key:
+// the section's keys, then its save_config.<MODE> keys, then the collection's keys, then the
+// collection's save_config.<MODE> keys.
+using ModeSaveConfigs = std::array<SaveConfig, kNumSaveModes>;
+
 struct CollectionConfig {
   std::string name;                       // built-in (see builtinCollectionNames) or custom
   std::vector<std::string> includeRegex;  // empty for a built-in: its own selection applies
   SaveConfig save;                        // unset keys inherit DebuggerConfig::save
+  ModeSaveConfigs modeSave;               // effective schedule per mode (what the hook uses)
   std::vector<std::string> reductions;    // canonical smdebug names: "mean", "abs_l2_norm"...
   bool saveRawTensor = true;              // default: true without reductions, else false
+  bool saveShape = false;                 // smdebug's save_shape: the index gets each tensor's shape
+  bool saveHistogram = false;             // TensorBoard histograms of its tensors (not scalars)
 };
 
 struct DebuggerConfig {
   std::vector<CollectionConfig> collections;  // empty: the debugger saves nothing
   SaveConfig save;                            // defaults for every collection
+  ModeSaveConfigs modeSave;                   // defaults per mode (save + save_config.<MODE>)
   std::string includeWorkers = "one";         // "one" (rank 0 only) | "all"
 
   bool enabled() const { return !collections.empty(); }

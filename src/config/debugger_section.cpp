@@ -15,6 +15,11 @@ bool SaveConfig::shouldSave(int64_t step) const {
   return step % saveInterval == 0;
 }
 
+const std::array<const char*, kNumSaveModes>& saveModeNames() {
+  static const std::array<const char*, kNumSaveModes> kNames = {"TRAIN", "EVAL", "PREDICT", "GLOBAL"};
+  return kNames;
+}
+
 const std::vector<std::string>& builtinCollectionNames() {
   // smdebug CollectionKeys that mean something for PyTorch models; the TensorFlow and
   // XGBoost ones (tensorflow_summaries, trees, full_shap...) have nothing to select here.
@@ -59,8 +64,10 @@ bool isValidCollectionName(const std::string& name) {
   });
 }
 
+const std::vector<std::string> kSaveKeys = {"save_interval", "start_step", "end_step", "save_steps"};
+
 // Reads the save keys present in `r` over `save`, which holds the inherited values.
-void readSaveConfig(const ObjectReader& r, SaveConfig& save) {
+void readSaveKeys(const ObjectReader& r, SaveConfig& save) {
   const Validator& v = r.validator();
   r.read("save_interval", save.saveInterval, 1, kNoMax);
   r.read("start_step", save.startStep, 0, kNoMax);
@@ -75,10 +82,51 @@ void readSaveConfig(const ObjectReader& r, SaveConfig& save) {
     save.saveSteps.erase(std::unique(save.saveSteps.begin(), save.saveSteps.end()),
                          save.saveSteps.end());
   }
+}
+
+// The effective range must be non-empty; checked once all levels are applied (an inherited
+// start_step may be raised by a later level together with end_step).
+void checkSaveRange(const Validator& v, const SaveConfig& save, const std::string& path) {
   if (save.endStep && *save.endStep <= save.startStep) {
-    v.fail(r.has("end_step") ? r.pathOf("end_step") : r.pathOf("start_step"),
-           "end_step " + std::to_string(*save.endStep) + " must be greater than start_step " +
-               std::to_string(save.startStep) + " (end_step is exclusive)");
+    v.fail(path, "end_step " + std::to_string(*save.endStep) + " must be greater than start_step " +
+                     std::to_string(save.startStep) + " (end_step is exclusive)");
+  }
+}
+
+void readSaveConfig(const ObjectReader& r, SaveConfig& save) {
+  readSaveKeys(r, save);
+  checkSaveRange(r.validator(), save, r.has("end_step") ? r.pathOf("end_step") : r.pathOf("start_step"));
+}
+
+std::vector<std::string> withSaveKeys(std::vector<std::string> keys) {
+  keys.insert(keys.end(), kSaveKeys.begin(), kSaveKeys.end());
+  return keys;
+}
+
+// Applies `r`'s "save_config" ({"TRAIN": {save keys}, "EVAL": ...}, smdebug's
+// mode_save_configs) over `modes`, each of which already holds its inherited values.
+void readModeSaveConfigs(const ObjectReader& r, ModeSaveConfigs& modes) {
+  const Validator& v = r.validator();
+  const auto& names = saveModeNames();
+  if (r.has("save_config")) {
+    const std::string path = r.pathOf("save_config");
+    const std::vector<std::string> valid(names.begin(), names.end());
+    v.expectObject(r.at("save_config"), path);
+    const ObjectReader byMode(v, r.at("save_config"), path, valid);
+    for (size_t m = 0; m < kNumSaveModes; ++m) {
+      if (!byMode.has(names[m])) continue;
+      const std::string modePath = byMode.pathOf(names[m]);
+      v.expectObject(byMode.at(names[m]), modePath);
+      const ObjectReader keys(v, byMode.at(names[m]), modePath, kSaveKeys);
+      readSaveKeys(keys, modes[m]);
+    }
+  }
+  for (size_t m = 0; m < kNumSaveModes; ++m) {
+    const std::string where = r.has("save_config") ? childPath(r.pathOf("save_config"), std::string(names[m])) : r.path();
+    if (modes[m].endStep && *modes[m].endStep <= modes[m].startStep)
+      v.fail(where, std::string(names[m]) + " schedule: end_step " + std::to_string(*modes[m].endStep) +
+                        " must be greater than start_step " + std::to_string(modes[m].startStep) +
+                        " (end_step is exclusive)");
   }
 }
 
@@ -106,10 +154,10 @@ std::vector<std::string> readReductions(const ObjectReader& r, const std::string
 }
 
 CollectionConfig parseCollection(const Validator& v, const Json& item, const std::string& path,
-                                 const SaveConfig& inherited) {
+                                 const SaveConfig& inherited, const ModeSaveConfigs& inheritedModes) {
   const ObjectReader r(v, item, path,
-                       {"name", "include_regex", "save_interval", "start_step", "end_step",
-                        "save_steps", "reductions", "save_raw_tensor"});
+                       withSaveKeys({"name", "include_regex", "save_config", "reductions",
+                                     "save_raw_tensor", "save_shape", "save_histogram"}));
   CollectionConfig c;
   if (!r.has("name")) v.fail(path, "a collection needs a \"name\"");
   c.name = v.expectString(r.at("name"), r.pathOf("name"));
@@ -137,13 +185,18 @@ CollectionConfig parseCollection(const Validator& v, const Json& item, const std
   }
   c.save = inherited;
   readSaveConfig(r, c.save);
+  c.modeSave = inheritedModes;
+  for (SaveConfig& mode : c.modeSave) readSaveKeys(r, mode);
+  readModeSaveConfigs(r, c.modeSave);
+  r.read("save_shape", c.saveShape);
+  r.read("save_histogram", c.saveHistogram);
   c.reductions = readReductions(r, c.name);
   c.saveRawTensor = c.reductions.empty();
   r.read("save_raw_tensor", c.saveRawTensor);
-  if (!c.saveRawTensor && c.reductions.empty()) {
-    v.fail(path,
-           "collection \"" + c.name +
-               "\" would save nothing: \"save_raw_tensor\" is false and it has no \"reductions\"");
+  if (!c.saveRawTensor && c.reductions.empty() && !c.saveShape) {
+    v.fail(path, "collection \"" + c.name +
+                     "\" would save nothing: \"save_raw_tensor\" is false and it has no \"reductions\" "
+                     "(nor \"save_shape\")");
   }
   return c;
 }
@@ -156,14 +209,20 @@ Json saveConfigToJson(const SaveConfig& save, Json out) {
   return out;
 }
 
+Json modeSaveConfigsToJson(const ModeSaveConfigs& modes) {
+  Json out = Json::object();
+  for (size_t m = 0; m < kNumSaveModes; ++m) out[saveModeNames()[m]] = saveConfigToJson(modes[m], Json::object());
+  return out;
+}
+
 }  // namespace
 
 DebuggerConfig parseDebugger(const Validator& v, const Json& section, const std::string& path) {
   DebuggerConfig dc;
-  const ObjectReader r(
-      v, section, path,
-      {"collections", "save_interval", "start_step", "end_step", "save_steps", "include_workers"});
+  const ObjectReader r(v, section, path, withSaveKeys({"collections", "save_config", "include_workers"}));
   readSaveConfig(r, dc.save);
+  dc.modeSave.fill(dc.save);
+  readModeSaveConfigs(r, dc.modeSave);
   r.readEnum("include_workers", dc.includeWorkers, {"one", "all"});
   if (!r.has("collections")) return dc;
   const std::string p = r.pathOf("collections");
@@ -171,7 +230,7 @@ DebuggerConfig parseDebugger(const Validator& v, const Json& section, const std:
   std::map<std::string, std::string> seen;  // name -> path of its first definition
   for (size_t i = 0; i < items.size(); ++i) {
     const std::string itemPath = childPath(p, i);
-    CollectionConfig c = parseCollection(v, items[i], itemPath, dc.save);
+    CollectionConfig c = parseCollection(v, items[i], itemPath, dc.save, dc.modeSave);
     const auto [it, inserted] = seen.emplace(c.name, itemPath);
     if (!inserted)
       v.fail(childPath(itemPath, "name"),
@@ -183,6 +242,7 @@ DebuggerConfig parseDebugger(const Validator& v, const Json& section, const std:
 
 Json debuggerToJson(const DebuggerConfig& debugger) {
   Json out = saveConfigToJson(debugger.save, Json::object());
+  out["save_config"] = modeSaveConfigsToJson(debugger.modeSave);
   out["include_workers"] = debugger.includeWorkers;
   out["collections"] = Json::array();
   for (const CollectionConfig& c : debugger.collections) {
@@ -191,6 +251,9 @@ Json debuggerToJson(const DebuggerConfig& debugger) {
     if (!c.includeRegex.empty()) item["include_regex"] = c.includeRegex;
     item["reductions"] = c.reductions;
     item["save_raw_tensor"] = c.saveRawTensor;
+    item["save_config"] = modeSaveConfigsToJson(c.modeSave);
+    item["save_shape"] = c.saveShape;
+    item["save_histogram"] = c.saveHistogram;
     out["collections"].push_back(std::move(item));
   }
   return out;

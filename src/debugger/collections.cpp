@@ -34,7 +34,8 @@ std::vector<Collection> effectiveCollections(const config::DebuggerConfig& confi
     Collection c;
     c.name = cc.name;
     c.includeRegex = cc.includeRegex.empty() ? builtinIncludeRegex(cc.name) : cc.includeRegex;
-    c.save = cc.save;
+    c.save = cc.modeSave;
+    c.saveShape = cc.saveShape;
     for (const std::string& name : cc.reductions) {
       const auto r = parseReduction(name);
       STRATA_CHECK(r.has_value(), "collection \"", cc.name, "\": unknown reduction \"", name, "\"");
@@ -45,6 +46,8 @@ std::vector<Collection> effectiveCollections(const config::DebuggerConfig& confi
     // smdebug forces scalar collections to raw tensors without reductions.
     c.saveRawTensor = c.scalarValued ? true : cc.saveRawTensor;
     if (c.scalarValued) c.reductions.clear();
+    // smdebug writes no histograms of scalar collections (NON_HISTOGRAM_COLLECTIONS).
+    c.saveHistogram = cc.saveHistogram && !c.scalarValued;
     out.push_back(std::move(c));
   }
   return out;
@@ -52,7 +55,7 @@ std::vector<Collection> effectiveCollections(const config::DebuggerConfig& confi
 
 bool isCollectionDue(const Collection& c, Mode mode, int64_t modeStep) {
   if (c.trainModeOnly && (mode == Mode::kEval || mode == Mode::kPredict)) return false;
-  return c.save.shouldSave(modeStep);
+  return c.saveFor(mode).shouldSave(modeStep);
 }
 
 CollectionMask dueCollections(const std::vector<Collection>& cs, Mode mode, int64_t modeStep) {
@@ -62,17 +65,22 @@ CollectionMask dueCollections(const std::vector<Collection>& cs, Mode mode, int6
   return mask;
 }
 
-TensorPlan planTensor(const std::vector<Collection>& cs, CollectionMask dueAndContaining) {
+TensorPlan planTensor(const std::vector<Collection>& cs, CollectionMask dueAndContaining,
+                      const std::string& tensorName) {
   TensorPlan plan;
+  bool shape = false;
   for (size_t i = 0; i < cs.size(); ++i) {
     if (!(dueAndContaining & (CollectionMask{1} << i))) continue;
     const Collection& c = cs[i];
     plan.raw = plan.raw || c.saveRawTensor;
+    shape = shape || c.saveShape;
     plan.tensorboardScalar = plan.tensorboardScalar || c.scalarValued;
+    if (plan.histogramTag.empty() && c.saveHistogram) plan.histogramTag = c.name + "/" + tensorName;
     for (const Reduction& r : c.reductions)
       if (std::find(plan.reductions.begin(), plan.reductions.end(), r) == plan.reductions.end())
         plan.reductions.push_back(r);
   }
+  plan.shapeOnly = shape && !plan.raw;
   return plan;
 }
 

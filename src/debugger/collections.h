@@ -21,11 +21,15 @@ namespace strata::debugger {
 struct Collection {
   std::string name;
   std::vector<std::string> includeRegex;  // effective; searched unanchored (Python re.search)
-  config::SaveConfig save;                // the same schedule for every mode, on mode steps
+  config::ModeSaveConfigs save;           // the schedule of each mode, on that mode's steps
   std::vector<Reduction> reductions;
   bool saveRawTensor = true;
+  bool saveShape = false;       // the index lists the tensor's shape (shape_payload)
+  bool saveHistogram = false;   // a TensorBoard histogram per saved tensor (never for scalars)
   bool scalarValued = false;    // losses, metrics, sm_metrics: raw only, TensorBoard scalars
   bool trainModeOnly = false;   // gradients, optimizer_variables: skipped in EVAL and PREDICT
+
+  const config::SaveConfig& saveFor(Mode mode) const { return save[static_cast<size_t>(mode) - 1]; }
 };
 
 // Our defaults for the built-in collections. smdebug's PyTorch defaults (weights, biases,
@@ -52,9 +56,17 @@ struct TensorPlan {
   bool raw = false;                   // some collection saves the raw tensor
   std::vector<Reduction> reductions;  // union over non-scalar collections, first-seen order
   bool tensorboardScalar = false;     // some scalar-valued collection contains it
-  bool any() const { return raw || !reductions.empty(); }
+  // smdebug's save_shape: the shape goes to the index's shape_payload. Only when the raw
+  // tensor is not written: a name in both payloads of one index makes smdebug's reader lose
+  // the value (specs/smdebug.md §1.4), and a raw tensor carries its shape anyway.
+  bool shapeOnly = false;
+  // The TensorBoard histogram tag "<collection>/<tensor>" of the first due collection with
+  // save_histogram (smdebug writes one histogram per tensor); empty: none.
+  std::string histogramTag;
+  bool any() const { return raw || !reductions.empty() || shapeOnly || !histogramTag.empty(); }
 };
-TensorPlan planTensor(const std::vector<Collection>& cs, CollectionMask dueAndContaining);
+TensorPlan planTensor(const std::vector<Collection>& cs, CollectionMask dueAndContaining,
+                      const std::string& tensorName);
 
 // Regex membership of tensor names, cached per name (regex_search is slow; names repeat
 // every saved step).

@@ -188,14 +188,36 @@ std::string encodeTensorboardFileVersion(double wallTime) {
   return event.SerializeAsString();
 }
 
-std::string encodeTensorboardScalar(const std::string& tag, float value, int64_t step,
-                                    double wallTime) {
-  tensorboard::Event event;
+namespace {
+// An event at `step` holding one summary value tagged `tag`, for the caller to fill.
+tensorboard::Summary::Value* summaryValue(tensorboard::Event& event, const std::string& tag, int64_t step,
+                                          double wallTime) {
   event.set_wall_time(wallTime);
   event.set_step(step);
   auto* v = event.mutable_summary()->add_value();
   v->set_tag(tag);
-  v->set_simple_value(value);
+  return v;
+}
+}  // namespace
+
+std::string encodeTensorboardScalar(const std::string& tag, float value, int64_t step,
+                                    double wallTime) {
+  tensorboard::Event event;
+  summaryValue(event, tag, step, wallTime)->set_simple_value(value);
+  return event.SerializeAsString();
+}
+
+std::string encodeTensorboardHistogram(const std::string& tag, const Histogram& histogram, int64_t step,
+                                       double wallTime) {
+  tensorboard::Event event;
+  tensorboard::HistogramProto* h = summaryValue(event, tag, step, wallTime)->mutable_histo();
+  h->set_min(histogram.min);
+  h->set_max(histogram.max);
+  h->set_num(histogram.num);
+  h->set_sum(histogram.sum);
+  h->set_sum_squares(histogram.sumSquares);
+  h->mutable_bucket_limit()->Add(histogram.bucketLimit.begin(), histogram.bucketLimit.end());
+  h->mutable_bucket()->Add(histogram.bucket.begin(), histogram.bucket.end());
   return event.SerializeAsString();
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "debugger/histogram.h"
 #include "debugger/types.h"
 
 namespace strata::debugger {
@@ -36,5 +37,7 @@ bool decodeTensorEvent(const std::string& payload, DecodedTensorEvent* out, std:
 std::string encodeTensorboardFileVersion(double wallTime);
 std::string encodeTensorboardScalar(const std::string& tag, float value, int64_t step,
                                     double wallTime);
+std::string encodeTensorboardHistogram(const std::string& tag, const Histogram& histogram, int64_t step,
+                                       double wallTime);
 
 }  // namespace strata::debugger

@@ -112,7 +112,7 @@ bool Hook::wantsTensor(const std::string& tensorName) {
 
 void Hook::enqueueLocked(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
                          TensorBytes bytes, CollectionMask containing) {
-  TensorPlan plan = planTensor(collections_, containing);
+  TensorPlan plan = planTensor(collections_, containing, name);
   if (tap_) tap_->tensor(name, dtype, shape, bytes, plan);
   writer_->tensor(name, dtype, shape, std::move(bytes), std::move(plan));
 }

@@ -53,12 +53,18 @@ void StepFileWriter::writeTensor(const std::string& name, TensorData&& tensor, d
   index_.tensors.push_back({name, start, file_->size() - start});
 }
 
+void StepFileWriter::addShape(const std::string& name, const std::vector<int64_t>& shape) {
+  index_.shapes.push_back({name, name, shape});
+}
+
 void StepFileWriter::publish() {
-  if (published_ || !file_) return;
-  const std::string tmp = file_->path();
-  file_->close();
+  if (published_ || (!file_ && index_.shapes.empty())) return;
   const Durability durability = durable_ ? Durability::kFileSynced : Durability::kAtomicOnly;
-  publishFile(tmp, trialDir_ + "/" + index_.eventFileName, durability);
+  if (file_) {
+    const std::string tmp = file_->path();
+    file_->close();
+    publishFile(tmp, trialDir_ + "/" + index_.eventFileName, durability);
+  }
   published_ = true;
   writeFileAtomically(trialDir_ + "/" + indexFileRelPath(globalStep_, worker_), indexFileJson(index_),
                       durability);
@@ -91,6 +97,13 @@ void TensorboardWriter::writeScalar(Mode mode, const std::string& tag, double va
   std::string record;
   appendRecord(record, encodeTensorboardScalar(tag, static_cast<float>(value), step, wallTime),
                Footer::kPayloadCrc);
+  fileFor(mode, wallTime).append(record.data(), record.size());
+}
+
+void TensorboardWriter::writeHistogram(Mode mode, const std::string& tag, const Histogram& histogram,
+                                       int64_t step, double wallTime) {
+  std::string record;
+  appendRecord(record, encodeTensorboardHistogram(tag, histogram, step, wallTime), Footer::kPayloadCrc);
   fileFor(mode, wallTime).append(record.data(), record.size());
 }
 

@@ -6,8 +6,10 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "debugger/file_util.h"
+#include "debugger/histogram.h"
 #include "debugger/trial_files.h"
 #include "debugger/types.h"
 
@@ -26,9 +28,14 @@ class StepFileWriter {
 
   // Appends one tensor record (tensor already in a stored dtype).
   void writeTensor(const std::string& name, TensorData&& tensor, double wallTime);
-  size_t numTensors() const { return index_.tensors.size(); }
+  // smdebug's save_shape: lists the tensor's shape in the index (shape_payload) without
+  // writing its value.
+  void addShape(const std::string& name, const std::vector<int64_t>& shape);
+  // Tensors and shapes listed so far.
+  size_t numTensors() const { return index_.tensors.size() + index_.shapes.size(); }
   uint64_t bytesWritten() const { return file_ ? file_->size() : 0; }
-  // Publishes the event file and the index; nothing when no tensor was written.
+  // Publishes the event file (if a tensor was written) and the index; nothing when neither a
+  // tensor nor a shape was.
   void publish();
 
  private:
@@ -41,7 +48,7 @@ class StepFileWriter {
   bool published_ = false;
 };
 
-// TensorBoard scalar event files, one per mode: <trial>/tensorboard/<MODE>/<worker>/
+// TensorBoard scalar and histogram event files, one per mode: <trial>/tensorboard/<MODE>/<worker>/
 // events.out.tfevents.<unix seconds>.<host>.<pid> (TensorBoard reads any name containing
 // "tfevents"; each directory is one run). Records carry real payload CRCs and the first
 // event is file_version "brain.Event:2". Files are appended to and flushed at each step:
@@ -50,6 +57,8 @@ class TensorboardWriter {
  public:
   TensorboardWriter(std::string trialDir, std::string worker);
   void writeScalar(Mode mode, const std::string& tag, double value, int64_t step, double wallTime);
+  void writeHistogram(Mode mode, const std::string& tag, const Histogram& histogram, int64_t step,
+                      double wallTime);
   void flush();
   void close();
 

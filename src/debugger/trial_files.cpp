@@ -140,9 +140,9 @@ std::string collectionsFileJson(const std::vector<Collection>& collections, int 
     item["tensor_names"] = OrderedJson::array();
     item["reduction_config"]["save_raw_tensor"] = c.saveRawTensor;
     item["reduction_config"]["reductions"] = joinReductions(c.reductions);
-    item["reduction_config"]["save_shape"] = false;
-    for (Mode m : kAllModes) item["save_config"][modeName(m)] = saveConfigJson(c.save);
-    item["save_histogram"] = !c.scalarValued;
+    item["reduction_config"]["save_shape"] = c.saveShape;
+    for (Mode m : kAllModes) item["save_config"][modeName(m)] = saveConfigJson(c.saveFor(m));
+    item["save_histogram"] = c.saveHistogram;
     j["collections"][c.name] = std::move(item);
   }
   j["_meta"]["num_workers"] = numWorkers;

@@ -9,6 +9,7 @@
 #include "core/errors.h"
 #include "core/logging.h"
 #include "debugger/file_util.h"
+#include "debugger/histogram.h"
 #include "debugger/naming.h"
 #include "debugger/reductions.h"
 #include "debugger/step_files.h"
@@ -121,12 +122,14 @@ class TrialWriter::Worker {
                            scalarTensor(values[i], {}), now);
     }
     if (item.plan.tensorboardScalar && tb_ && numel == 1) {
-      TensorData view;
-      view.dtype = item.dtype;
-      view.shape = item.shape;
-      view.bytes.assign(static_cast<const char*>(item.bytes.data), item.bytes.size);
-      tb_->writeScalar(mode_, item.name, view.scalar(), globalStep_, now);
+      tb_->writeScalar(mode_, item.name, viewOf(item).scalar(), globalStep_, now);
     }
+    // smdebug draws no histogram of a bool tensor.
+    if (!item.plan.histogramTag.empty() && tb_ && item.dtype != DType::kBool) {
+      if (const auto h = makeHistogram(viewOf(item).toDoubles()))
+        tb_->writeHistogram(mode_, cleanTensorboardTag(item.plan.histogramTag), *h, globalStep_, now);
+    }
+    if (item.plan.shapeOnly) step_->addShape(item.name, item.shape);
     if (item.plan.raw) {
       TensorData stored;
       stored.dtype = storedDType(item.dtype);
@@ -136,6 +139,14 @@ class TrialWriter::Worker {
       step_->writeTensor(item.name, std::move(stored), now);
     }
     return step_->bytesWritten() - before;
+  }
+
+  static TensorData viewOf(const Item& item) {
+    TensorData view;
+    view.dtype = item.dtype;
+    view.shape = item.shape;
+    view.bytes.assign(static_cast<const char*>(item.bytes.data), item.bytes.size);
+    return view;
   }
 
   uint64_t scalar(Item& item) {

@@ -14,6 +14,7 @@
 
 #include "config/config.h"
 #include "core/hex.h"
+#include "debugger/collections.h"
 #include "debugger/hook.h"
 
 namespace strata::debugger::testing {
@@ -41,6 +42,14 @@ class TempDir {
 // The "debugger" section of a job config, parsed as a user would write it.
 inline config::DebuggerConfig debuggerConfig(const std::string& sectionJson) {
   return config::parseJobConfig("{\"debugger\": " + sectionJson + "}", "test").debugger;
+}
+
+// The steps in [0, upTo] of `mode` at which `c` is due.
+inline std::vector<int64_t> dueSteps(const Collection& c, Mode mode, int64_t upTo) {
+  std::vector<int64_t> out;
+  for (int64_t s = 0; s <= upTo; ++s)
+    if (isCollectionDue(c, mode, s)) out.push_back(s);
+  return out;
 }
 
 inline HookOptions hookOptions(const std::string& dir, int rank = 0, int worldSize = 1) {

@@ -8,7 +8,9 @@ of the trial the way smdebug does (byte offset + record length), verifies the TF
 framing with a pure-Python CRC32C (header CRC, smdebug's constant footer 0x062DC0B3; real
 payload CRCs in TensorBoard files), decodes the events and prints one JSON object:
   {"tensors": {name: {step: {"dtype", "shape", "values", "mode", "mode_step"}}},
-   "tensorboard": {tag: [[step, value], ...]}, "collections_keys": [...]}
+   "tensorboard": {tag: [[step, value], ...]},
+   "histograms": {tag: [[step, num, min, max, sum, counted], ...]},
+   "shapes": {name: {step: shape}}, "collections_keys": [...]}
 Exit status 2: the environment lacks protoc or the protobuf module (the caller skips);
 1: a check failed (message on stderr).
 """
@@ -75,7 +77,7 @@ def main():
     import smdebug_event_pb2
     import tensorboard_event_pb2
 
-    out = {"tensors": {}, "tensorboard": {}, "collections_keys": []}
+    out = {"tensors": {}, "tensorboard": {}, "histograms": {}, "shapes": {}, "collections_keys": []}
     for path in sorted(glob.glob(os.path.join(trial, "collections", "000000000", "*_collections.json"))):
         with open(path) as f:
             out["collections_keys"] = sorted(json.load(f).keys())
@@ -84,6 +86,10 @@ def main():
             index = json.load(f)
         step = int(os.path.basename(path).split("_")[0])
         meta = index["meta"]
+        for entry in index.get("shape_payload", []):
+            out["shapes"].setdefault(entry["tensorname"], {})[str(step)] = entry["shape"]
+        if not index["tensor_payload"]:
+            continue  # shapes only: smdebug's reader does not open the event file either
         event_path = os.path.join(trial, meta["event_file_name"])
         with open(event_path, "rb") as f:
             blob = f.read()
@@ -125,8 +131,15 @@ def main():
                 first = False
                 continue
             for v in event.summary.value:
-                out["tensorboard"].setdefault(v.tag, []).append([event.step, v.simple_value])
-    for points in out["tensorboard"].values():
+                if v.HasField("histo"):
+                    h = v.histo
+                    if len(h.bucket) != len(h.bucket_limit) or sum(h.bucket) > h.num:
+                        fail(f"{path}: histogram {v.tag} at step {event.step} is inconsistent")
+                    out["histograms"].setdefault(v.tag, []).append(
+                        [event.step, h.num, h.min, h.max, h.sum, sum(h.bucket)])
+                else:
+                    out["tensorboard"].setdefault(v.tag, []).append([event.step, v.simple_value])
+    for points in list(out["tensorboard"].values()) + list(out["histograms"].values()):
         points.sort()
     json.dump(out, sys.stdout)
 

@@ -11,14 +11,8 @@ namespace strata::debugger {
 namespace {
 
 using testing::debuggerConfig;
+using testing::dueSteps;
 using testing::TempDir;
-
-std::vector<int64_t> dueSteps(const Collection& c, Mode mode, int64_t upTo) {
-  std::vector<int64_t> out;
-  for (int64_t s = 0; s <= upTo; ++s)
-    if (isCollectionDue(c, mode, s)) out.push_back(s);
-  return out;
-}
 
 TEST(Schedule, IntervalIsNotRelativeToStart) {
   const auto cs = effectiveCollections(debuggerConfig(
@@ -74,13 +68,13 @@ TEST(Schedule, PlanMergesDueCollections) {
                           {"name": "b", "include_regex": "x", "reductions": ["mean", "max"],
                            "save_raw_tensor": true},
                           {"name": "losses"}]})"));
-  TensorPlan p = planTensor(cs, 0b001);
+  TensorPlan p = planTensor(cs, 0b001, "x");
   EXPECT_FALSE(p.raw);
   EXPECT_EQ(p.reductions.size(), 2u);
-  p = planTensor(cs, 0b011);
+  p = planTensor(cs, 0b011, "x");
   EXPECT_TRUE(p.raw);
   EXPECT_EQ(p.reductions.size(), 3u);  // mean once
-  p = planTensor(cs, 0b100);
+  p = planTensor(cs, 0b100, "x");
   EXPECT_TRUE(p.raw);
   EXPECT_TRUE(p.tensorboardScalar);
   EXPECT_TRUE(p.reductions.empty());

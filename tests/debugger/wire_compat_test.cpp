@@ -72,6 +72,37 @@ TEST(WireCompat, PythonProtobufDecodesOurEvents) {
   const auto& tb = j["tensorboard"];
   EXPECT_EQ(tb["accuracy"], nlohmann::json::parse("[[0, 0.25], [1, 1.25]]"));
   EXPECT_EQ(tb["CrossEntropyLoss_output_0"], nlohmann::json::parse("[[0, 0.5], [1, 1.0]]"));
+  EXPECT_TRUE(j["histograms"].empty());  // no collection asked for them
+}
+
+// save_shape and save_histogram: shape-only index entries (a step without an event file)
+// and TensorBoard histograms, read by the independent decoder with protoc-compiled classes.
+TEST(WireCompat, PythonProtobufReadsShapesAndHistograms) {
+  const std::string missing = testing::pythonDecoderMissing();
+  if (!missing.empty()) GTEST_SKIP() << missing;
+  TempDir trial, work;
+  {
+    Hook hook(debuggerConfig(R"({"save_interval": 1, "collections": [
+        {"name": "weights", "save_histogram": true},
+        {"name": "outputs", "save_shape": true, "save_raw_tensor": false}]})"),
+              testing::hookOptions(trial.path()));
+    const float w[4] = {-1.0f, 0.5f, 2.0f, 2.0f};
+    hook.beginStep(Mode::kTrain);
+    hook.saveTensor("Net_fc1.weight", DType::kFloat32, {2, 2}, w);
+    hook.saveTensor("fc1_output_0", DType::kFloat32, {1, 4}, w);
+    hook.beginStep(Mode::kPredict);  // shapes only: no event file at this step
+    hook.saveTensor("fc1_output_0", DType::kFloat32, {4, 1}, w);
+    hook.close(true);
+  }
+  std::string out;
+  const int status = testing::decodeWithPython(trial.path(), work.path(), &out);
+  if (status == 2) GTEST_SKIP() << "decode_events.py found its environment incomplete";
+  ASSERT_EQ(status, 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["shapes"]["fc1_output_0"], nlohmann::json::parse(R"({"0": [1, 4], "1": [4, 1]})"));
+  EXPECT_FALSE(j["tensors"].contains("fc1_output_0"));
+  // step, num, min, max, sum, values counted in buckets
+  EXPECT_EQ(j["histograms"]["weights/Net_fc1.weight"], nlohmann::json::parse("[[0, 4.0, -1.0, 2.0, 3.5, 4.0]]"));
 }
 
 }  // namespace

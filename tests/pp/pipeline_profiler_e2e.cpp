@@ -3,7 +3,7 @@
 // through DistributedModel with the profiler configured as a user would (system metrics every
 // 100 ms, framework timeline for steps 1..3). After finalize, rank 0 reads the profiler files
 // back and checks: system metrics files and the end marker; valid Perfetto traces (strict
-// nesting per track); per rank the step events of the window only, per microbatch one
+// nesting per track); per rank step events at every step, the rest inside the window: per microbatch one
 // "stage <s>" Forward and Backward slice (args.microbatch), each layer of its stage as a
 // Forward-SubModuleInternal slice inside a stage Forward, and on the pipeline track the
 // receives (the waits: activations on stage 1, gradients on stage 0) and sends with their
@@ -68,12 +68,12 @@ void checkRank(strata::profiler::TimelineReader& reader, int rank, bool hybrid, 
   std::map<std::string, std::vector<const TraceEvent*>> byPhase;
   for (const auto& e : events) {
     byPhase[e.phase].push_back(&e);
-    if (e.stepNum()) stepNums.insert(*e.stepNum());
     if (e.phase == "Step:ModeKeys.TRAIN" && e.stepNum()) stepEvents.insert(*e.stepNum());
+    else if (e.stepNum()) stepNums.insert(*e.stepNum());
   }
-  c.expect(stepEvents == std::set<int64_t>{1, 2, 3}, r + "step events of the window");
+  c.expect(stepEvents == std::set<int64_t>{0, 1, 2, 3, 4, 5}, r + "step events at every step");
   c.expect(!stepNums.empty() && *stepNums.begin() >= kWindowStart && *stepNums.rbegin() < kWindowStart + kWindowSteps,
-           r + "events only inside the window");
+           r + "other events only inside the window");
 
   // Per phase: (step, microbatch) pairs of this rank's stage slices.
   const int ppRank = rank % 2;  // "cluster" placement: a pipeline's ranks are adjacent

@@ -73,7 +73,7 @@ TEST(FrameworkWindow, TimeRange) {
   EXPECT_FALSE(w.activeAfterStepEnd(3, kT0Us + 3'000'000));
 }
 
-TEST(Session, StepWindowRecordsOnlyItsStepsAndTheTimerRecordsAll) {
+TEST(Session, StepWindowLimitsDetailedSlicesButStepEventsCoverEveryStep) {
   TempDir dir;
   auto clock = std::make_shared<ManualClock>(kT0Us);
   auto s = Session::start(stepWindow(2, 2), info(dir, clock));
@@ -87,15 +87,18 @@ TEST(Session, StepWindowRecordsOnlyItsStepsAndTheTimerRecordsAll) {
   TraceQuery steps;
   steps.phase = "Step:ModeKeys.TRAIN";
   const auto stepEvents = reader.events(steps);
-  ASSERT_EQ(stepEvents.size(), 2u);
-  EXPECT_EQ(stepEvents[0].name, "Step:ModeKeys.TRAIN");
-  EXPECT_EQ(stepEvents[0].stepNum(), 2);
-  EXPECT_EQ(stepEvents[1].stepNum(), 3);
-  EXPECT_EQ(stepEvents[0].durUs, 1000);
-  EXPECT_EQ(stepEvents[0].tid, trackId(Track::kSteps));
+  // Every step, as smdebug's hook writes them (its job statistics need step 0); only the
+  // detailed slices are limited to the window.
+  ASSERT_EQ(stepEvents.size(), 6u);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(stepEvents[i].name, "Step:ModeKeys.TRAIN");
+    EXPECT_EQ(stepEvents[i].stepNum(), i);
+    EXPECT_EQ(stepEvents[i].durUs, 1000);
+    EXPECT_EQ(stepEvents[i].tid, trackId(Track::kSteps));
+  }
   TraceQuery forward;
   forward.phase = phases::kForward;
-  EXPECT_EQ(reader.events(forward).size(), 2u);
+  EXPECT_EQ(reader.events(forward).size(), 2u);  // detailed: steps 2 and 3 only
   TraceQuery loads;
   loads.phase = phases::kDataLoaderIter;
   const auto loadEvents = reader.events(loads);
@@ -113,15 +116,70 @@ TEST(Session, StepWindowRecordsOnlyItsStepsAndTheTimerRecordsAll) {
   EXPECT_EQ(s->stats().eventsDropped, 0u);
 }
 
-TEST(Session, WithoutFrameworkProfileOnlyTheStepTimerRuns) {
+TEST(Session, WithoutFrameworkProfileOnlyStepsAndModelSlicesAreRecorded) {
   TempDir dir;
   auto clock = std::make_shared<ManualClock>(kT0Us);
   auto s = Session::start(config::ProfilerConfig{}, info(dir, clock));
   runSteps(*s, *clock, 3);
   EXPECT_FALSE(s->timelineActive());
+  EXPECT_TRUE(s->recordsSteps());
+  s->stepBegin(3);
+  s->recordModelSlice("Net", phases::kBackward, Track::kCompute, clock->nowUs(), 200);
+  clock->advance(300);
+  s->stepEnd(3);
   s->stop();
-  EXPECT_TRUE(TimelineReader(s->profilerRoot(), true).files().empty());
-  EXPECT_EQ(readStepTimes(s->profilerRoot()).size(), 3u);
+  EXPECT_FALSE(s->recordsSteps());
+  TimelineReader reader(s->profilerRoot());
+  TraceQuery steps;
+  steps.nameContains = "Step:ModeKeys";
+  EXPECT_EQ(reader.events(steps).size(), 4u);
+  TraceQuery backward;
+  backward.phase = phases::kBackward;
+  const auto model = reader.events(backward);
+  ASSERT_EQ(model.size(), 1u);
+  EXPECT_EQ(model[0].name, "Net");
+  EXPECT_EQ(model[0].stepNum(), 3);
+  TraceQuery detailed;
+  detailed.phase = phases::kDataLoaderIter;
+  EXPECT_TRUE(reader.events(detailed).empty());
+  TraceQuery forward;
+  forward.phase = phases::kForward;
+  EXPECT_TRUE(reader.events(forward).empty());  // recordSlice: detailed, window only
+  EXPECT_EQ(readStepTimes(s->profilerRoot()).size(), 4u);
+}
+
+TEST(Session, StepNumIsTheModeStepAsSmdebugWritesIt) {
+  TempDir dir;
+  auto clock = std::make_shared<ManualClock>(kT0Us);
+  auto s = Session::start(stepWindow(0, 1), info(dir, clock));
+  struct Step { Mode mode; int64_t modeStep; };
+  const Step plan[] = {{Mode::kTrain, 0}, {Mode::kTrain, 1}, {Mode::kEval, 0}, {Mode::kEval, 1},
+                       {Mode::kPredict, 0}, {Mode::kTrain, 2}};
+  for (int64_t global = 0; global < 6; ++global) {
+    s->stepBegin(global, plan[global].mode, plan[global].modeStep);
+    s->recordModelSlice("Net", phases::kForward, Track::kCompute, clock->nowUs(), 10);
+    clock->advance(100);
+    s->stepEnd(global);
+  }
+  s->stop();
+  TimelineReader reader(s->profilerRoot());
+  TraceQuery steps;
+  steps.nameContains = "Step:ModeKeys";
+  const auto events = reader.events(steps);
+  ASSERT_EQ(events.size(), 6u);
+  TraceQuery forward;
+  forward.phase = phases::kForward;
+  const auto forwards = reader.events(forward);
+  ASSERT_EQ(forwards.size(), 6u);  // model-level: outside the window [0, 1) too
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(events[i].name, std::string(stepPhaseName(plan[i].mode))) << i;
+    EXPECT_EQ(events[i].stepNum(), plan[i].modeStep) << i;
+    EXPECT_EQ(forwards[i].stepNum(), plan[i].modeStep) << i;
+  }
+  const auto times = readStepTimes(s->profilerRoot());
+  ASSERT_EQ(times.size(), 6u);
+  EXPECT_EQ(times[3].step, 3);  // the step timer keeps the global step
+  EXPECT_EQ(times[3].mode, "EVAL");
 }
 
 TEST(Session, EvalModeStepsAndUnmatchedEnds) {

@@ -3,9 +3,11 @@
 // would (instrumented_training_e2e.sh writes the job config), through DistributedModel,
 // DistributedOptimizer, DistributedSampler and libtorch's DataLoader. After finalize, rank 0
 // reads the trial with our reader and the profiler files with our readers and checks:
-// both workers, every step complete, layer outputs under smdebug's names (the custom
-// ".*relu_output" collection included); per rank, per-layer forward and backward, AllReduce
-// per bucket, the exposed wait and data loading inside the framework window only; system
+// both workers, every step complete (the evaluation and prediction forwards after training
+// are EVAL and PREDICT steps), layer outputs under smdebug's names (the custom
+// ".*relu_output" collection included); per rank, step events and the model's forward and
+// backward at every step, numbered per mode; per-layer forward and backward, AllReduce per
+// bucket, the exposed wait and data loading inside the framework window only; system
 // metrics files. Exit status 0 when everything holds, 1 with one line per problem.
 #include <torch/torch.h>
 
@@ -30,6 +32,7 @@ namespace {
 namespace fs = std::filesystem;
 constexpr int64_t kSteps = 6;
 constexpr int64_t kWindowStart = 1, kWindowSteps = 3;  // as in instrumented_training_e2e.sh
+constexpr int64_t kEvalSteps = 2, kPredictSteps = 1;
 
 class Synthetic : public torch::data::datasets::Dataset<Synthetic> {
  public:
@@ -55,6 +58,14 @@ void train() {
     if (step++ >= kSteps) break;
     strata::testing::trainStep(model, opt, batch.data, batch.target, strata::testing::Loss::kNll);
   }
+  // Evaluation after training, then inference: each forward is one EVAL / PREDICT step (as
+  // each top-level forward is for smdebug's hook), not a forward of the last TRAIN step.
+  torch::NoGradGuard noGrad;
+  model.eval();
+  for (int64_t i = 0; i < kEvalSteps; ++i) model(torch::randn({16, 8}));
+  model.set_mode(strata::Mode::kPredict);
+  for (int64_t i = 0; i < kPredictSteps; ++i) model(torch::randn({4, 8}));
+  model.train();
 }
 
 using strata::testing::Checker;
@@ -70,8 +81,15 @@ void checkTrial(const std::string& dir, Checker& c) {
   strata::debugger::Trial trial(dir);
   c.expect(trial.workers() == std::vector<std::string>{"worker_0", "worker_1"}, "workers: " + join(trial.workers()));
   std::vector<int64_t> all;
-  for (int64_t s = 0; s < kSteps; ++s) all.push_back(s);
+  for (int64_t s = 0; s < kSteps + kEvalSteps + kPredictSteps; ++s) all.push_back(s);
   c.expect(trial.steps() == all, "every step complete on both workers");
+  using strata::Mode;
+  c.expect(trial.steps(Mode::kEval) == std::vector<int64_t>{0, 1}, "EVAL steps 0, 1");
+  c.expect(trial.steps(Mode::kPredict) == std::vector<int64_t>{0}, "PREDICT step 0");
+  const auto& relu = trial.tensor("relu_output_0");
+  c.expect(relu.steps(Mode::kEval) == std::vector<int64_t>{0, 1}, "relu output at both EVAL steps");
+  c.expect(relu.value(0, "worker_0", Mode::kPredict).shape == std::vector<int64_t>{4, 32},
+           "relu output of the PREDICT step (its batch of 4)");
   c.expect(trial.tensorNames("custom") == std::vector<std::string>{"relu_output_0"},
            "custom collection: " + join(trial.tensorNames("custom")));
   const auto outputs = trial.tensorNames("outputs");
@@ -99,22 +117,31 @@ void checkProfiler(const std::string& dir, Checker& c) {
     strata::profiler::TraceQuery q;
     q.rank = rank;
     std::map<std::string, std::multiset<std::string>> names;  // phase -> names
-    std::set<int64_t> stepNums, stepEvents;
+    std::set<int64_t> detailedStepNums;
+    std::map<std::string, std::set<int64_t>> stepEvents;  // phase -> step_num
     for (const auto& e : reader.events(q)) {
       names[e.phase].insert(e.name);
-      if (e.stepNum()) stepNums.insert(*e.stepNum());
-      if (e.phase == "Step:ModeKeys.TRAIN" && e.stepNum()) stepEvents.insert(*e.stepNum());
+      if (!e.stepNum()) continue;
+      if (e.phase.rfind("Step:ModeKeys.", 0) == 0) stepEvents[e.phase].insert(*e.stepNum());
+      else if (e.phase != "Forward" && e.phase != "Backward(post-forward)") detailedStepNums.insert(*e.stepNum());
     }
     const std::string r = "rank " + std::to_string(rank) + ": ";
-    c.expect(stepEvents == std::set<int64_t>{1, 2, 3}, r + "step events of the window");
-    c.expect(*stepNums.begin() >= kWindowStart && *stepNums.rbegin() < kWindowStart + kWindowSteps,
-             r + "events only inside the window");
+    // Step events for every step of every mode, numbered per mode (smdebug's step_num).
+    c.expect(stepEvents["Step:ModeKeys.TRAIN"] == std::set<int64_t>{0, 1, 2, 3, 4, 5}, r + "TRAIN step events");
+    c.expect(stepEvents["Step:ModeKeys.EVAL"] == std::set<int64_t>{0, 1}, r + "EVAL step events");
+    c.expect(stepEvents["Step:ModeKeys.PREDICT"] == std::set<int64_t>{0}, r + "PREDICT step events");
+    c.expect(!detailedStepNums.empty() && *detailedStepNums.begin() >= kWindowStart &&
+                 *detailedStepNums.rbegin() < kWindowStart + kWindowSteps,
+             r + "detailed events only inside the window");
     for (const char* layer : {"fc1", "relu", "fc2", "log_softmax"}) {
       c.expect(names["Forward-SubModuleInternal"].count(layer) == kWindowSteps, r + "forward of " + layer);
       c.expect(names["Backward-SubModuleInternal"].count(layer) == kWindowSteps, r + "backward of " + layer);
     }
-    c.expect(names["Forward"].count("Sequential") >= kWindowSteps, r + "model forward");
-    c.expect(names["Backward(post-forward)"].count("Sequential") == kWindowSteps, r + "model backward");
+    // The model's own forward and backward at every step, inside the window or not.
+    c.expect(names["Forward"].count("Sequential") == kSteps + kEvalSteps + kPredictSteps,
+             r + "model forward: " + std::to_string(names["Forward"].count("Sequential")));
+    c.expect(names["Backward(post-forward)"].count("Sequential") == kSteps,
+             r + "model backward: " + std::to_string(names["Backward(post-forward)"].count("Sequential")));
     c.expect(names["AllReduce"].size() >= kWindowSteps, r + "AllReduce per bucket");
     c.expect(names["AllReduceWait"].size() == kWindowSteps, r + "exposed AllReduce wait");
     c.expect(names["DataLoaderIter"].size() == kWindowSteps, r + "data loading");

@@ -29,7 +29,9 @@ class Recording : public StepObserver {
   int64_t nowUs() const override { return times_ ? clockUs : -1; }
   bool wantsLayerTensors(const void*) override { return tensors_; }
   bool wantsTensors() const override { return tensors_; }
-  void stepBegin(int64_t step, Mode mode) override { add("stepBegin " + std::to_string(step) + " " + modeName(mode)); }
+  void stepBegin(int64_t step, Mode mode, int64_t modeStep) override {
+    add("stepBegin " + std::to_string(step) + " " + modeName(mode) + " " + std::to_string(modeStep));
+  }
   void stepEnd(int64_t step) override { add("stepEnd " + std::to_string(step)); }
   void parameters(const std::string& top, const NamedTensors& p) override {
     add("parameters " + top + " " + std::to_string(p.size()));
@@ -61,7 +63,7 @@ class Recording : public StepObserver {
 
 class Throwing : public StepObserver {
  public:
-  void stepBegin(int64_t, Mode) override { throw std::runtime_error("observer bug"); }
+  void stepBegin(int64_t, Mode, int64_t) override { throw std::runtime_error("observer bug"); }
 };
 
 // Registers for the scope.
@@ -84,7 +86,7 @@ TEST(Observers, FanOutInRegistrationOrderAndRemove) {
   }
   EXPECT_EQ(observers().size(), before);
   observers().stepBegin(4, Mode::kTrain);  // nobody listening any more
-  const std::vector<std::string> expected{"stepBegin 3 EVAL", "transfer recv gradient", "stepEnd 3"};
+  const std::vector<std::string> expected{"stepBegin 3 EVAL -1", "transfer recv gradient", "stepEnd 3"};
   EXPECT_EQ(a->events, expected);
   EXPECT_EQ(b->events, expected);
 }
@@ -93,7 +95,7 @@ TEST(Observers, AThrowingObserverNeverStopsTheOthers) {
   auto r = std::make_shared<Recording>();
   Registered t(std::make_shared<Throwing>()), rr(r);
   EXPECT_NO_THROW(observers().stepBegin(0, Mode::kTrain));
-  EXPECT_EQ(r->events, (std::vector<std::string>{"stepBegin 0 TRAIN"}));
+  EXPECT_EQ(r->events, (std::vector<std::string>{"stepBegin 0 TRAIN -1"}));
 }
 
 TEST(Observers, InterestAndClockComeFromTheObserversThatWantThem) {
@@ -139,12 +141,52 @@ TEST(Observers, ADataParallelStepReportsItsEventsInOrder) {
     });
     opt.step();
     const std::vector<std::string> expected{
-        "stepBegin 0 TRAIN", "parameters Sequential 4",
+        "stepBegin 0 TRAIN 0", "parameters Sequential 4",
         "input Sequential", "layerForward fc1", "input fc1", "output fc1", "layerForward relu", "input relu",
         "output relu", "layerForward fc2", "input fc2", "output fc2", "chainForward Sequential", "output Sequential",
         "chainBackward Sequential", "layerBackward fc2", "layerBackward relu", "layerBackward fc1",
         "gradientSync 1", "loss", "stepEnd 0", "gradients Sequential 4", "optimizerStep 0"};
     EXPECT_EQ(rec->events, expected);
+  }
+  strata::finalize();
+}
+
+// smdebug's hook makes each top-level forward a step of the current mode: an evaluation
+// pass after training is EVAL steps (not forwards of the last TRAIN step), set_mode(PREDICT)
+// makes PREDICT steps, and a training forward outside step() is no step.
+TEST(Observers, EvaluationAndPredictionForwardsAreStepsOfTheirMode) {
+  strata::init(InitOptions{});
+  {
+    torch::manual_seed(2);
+    torch::nn::Sequential net({{"fc1", torch::nn::Linear(4, 3)}, {"relu", torch::nn::ReLU()}});
+    DistributedModel model(net);
+    DistributedOptimizer opt(torch::optim::SGD(model.parameters(), 0.1), model);
+    auto rec = std::make_shared<Recording>(/*times=*/false, /*tensors=*/false);
+    Registered r(rec);
+    model.step(torch::randn({2, 4}), torch::randn({2, 3}), [](DistributedModel& m, const torch::Tensor& x,
+                                                              const torch::Tensor& y) {
+      auto loss = (m(x) - y).pow(2).mean();
+      m.backward(loss);
+      return loss;
+    });
+    opt.step();
+    torch::NoGradGuard noGrad;
+    model.eval();
+    EXPECT_EQ(model.mode(), Mode::kEval);
+    for (int i = 0; i < 2; ++i) model(torch::randn({2, 4}));
+    model.set_mode(Mode::kPredict);
+    model(torch::randn({1, 4}));
+    model.train();
+    EXPECT_EQ(model.mode(), Mode::kTrain);
+    model(torch::randn({1, 4}));  // training forward outside step(): no step
+    std::vector<std::string> steps;
+    for (const auto& e : rec->events)
+      if (e.rfind("step", 0) == 0) steps.push_back(e);
+    const std::vector<std::string> expected{"stepBegin 0 TRAIN 0",   "stepEnd 0", "stepBegin 1 EVAL 0", "stepEnd 1",
+                                            "stepBegin 2 EVAL 1",    "stepEnd 2", "stepBegin 3 PREDICT 0",
+                                            "stepEnd 3"};
+    EXPECT_EQ(steps, expected);
+    EXPECT_EQ(model.steps_taken(), 1);  // training steps only (checkpoints, pipeline seeds)
   }
   strata::finalize();
 }
