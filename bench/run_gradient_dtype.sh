@@ -28,7 +28,7 @@ for ((seed = 1; seed <= SEEDS; seed++)); do
       echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%FT%TZ)," \
            "load $(cut -d' ' -f1-3 /proc/loadavg) at start"
       echo "# mpirun -np 2 $BIN --config {\"dataparallel\": {\"gradient_dtype\": \"$dtype\"}} --epochs 1 --seed $seed"
-      mpirun -np 2 "$BIN" --config "$configs/$dtype.json" --epochs 1 --seed "$seed" 2>&1 | grep -v '\r'
+      mpirun -np 2 "$BIN" --config "$configs/$dtype.json" --epochs 1 --seed "$seed" 2>&1 | tr '\r' '\n' | grep -v '^epoch [0-9]* \['
     } >"$OUT/${dtype}_seed$seed.txt"
     grep '^final:' "$OUT/${dtype}_seed$seed.txt" | sed "s/^/$dtype seed $seed: /"
   done

@@ -46,7 +46,7 @@ for ((i = 1; i <= ROUNDS; i++)); do
     {
       echo "# commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg) at start"
       echo "# mpirun -n 2 $BIN --config $(cat "$work/$mode.json") --seed 3 --max-steps 400"
-      mpirun -n 2 "$BIN" --config "$work/$mode.json" --seed 3 --max-steps 400 2>&1 | grep -v $'\r'
+      mpirun -n 2 "$BIN" --config "$work/$mode.json" --seed 3 --max-steps 400 2>&1 | tr '\r' '\n' | grep -v '^epoch [0-9]* \['
       echo "median step us per rank: $(medians "$run")"
     } >"$OUT/${mode}_round$i.txt"
     echo "round $i $mode: $(tail -1 "$OUT/${mode}_round$i.txt")"
