@@ -1,7 +1,7 @@
 # Sourced by the run scripts: wait_quiet LOGFILE waits until the whole machine was
 # (almost) idle for one second (< QUIET_CORES busy cores, default 0.15), at most
 # QUIET_WAIT_S seconds (default 60), and appends what it saw to LOGFILE; machine_info (at
-# the end) prints what every run's machine.txt records.
+# the end) prints what every run's machine.txt records; bench_start (below) the common start.
 busy_jiffies() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat; }
 
 wait_quiet() {
@@ -31,4 +31,17 @@ machine_info() {
   echo "strata env: $(env | grep '^STRATA_' | tr '\n' ' ')"
   echo "mpi: $(mpirun --version 2>/dev/null | head -1)"
   echo "args: $*"
+}
+
+# bench_start OUT BIN...: every BIN built (else a hint and exit 1), Open MPI allowed to run as
+# root, OUT created, and SCRATCH a temporary folder removed when the script exits.
+bench_start() {
+  local out=$1 bin; shift
+  for bin in "$@"; do
+    [ -x "$bin" ] || { echo "build it first: $bin is missing (scripts/build)" >&2; exit 1; }
+  done
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  mkdir -p "$out"
+  SCRATCH=$(mktemp -d)
+  trap 'rm -rf "$SCRATCH"' EXIT
 }

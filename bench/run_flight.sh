@@ -11,19 +11,12 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="${BIN:-$ROOT/build/bench/flight_bench}"
 OUT="${OUT:-$ROOT/bench/results/flight}"
 RUNS="${RUNS:-3}"
-[[ -x "$BIN" ]] || { echo "missing $BIN: cmake --build build -j2 --target flight_bench" >&2; exit 1; }
-mkdir -p "$OUT"
 # shellcheck source=quiet.sh
 source "$ROOT/bench/quiet.sh"
+bench_start "$OUT" "$BIN"
 {
-  echo "date: $(date -Is)"
-  echo "nproc: $(nproc)"
-  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
-  echo "kernel: $(uname -r)"
+  machine_info "$BIN" "$@"
   echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)"
-  echo "git: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo uncommitted)"
-  echo "strata env: $(env | grep '^STRATA_' | tr '\n' ' ')"
-  echo "args: $*"
 } >"$OUT/machine.txt"
 for i in $(seq 1 "$RUNS"); do
   wait_quiet "$OUT/machine.txt"

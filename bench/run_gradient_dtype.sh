@@ -11,12 +11,10 @@
 # output), OUT/summary.txt the table and one `# accuracy <dtype>: <mean>` line per dtype.
 set -euo pipefail
 BUILD=${1:-build}; SEEDS=${2:-4}; OUT=${3:-bench/results/gradient_dtype}
+source "$(dirname "$0")/quiet.sh"
 BIN="$BUILD/examples/fashion_mnist"
-[ -x "$BIN" ] || { echo "build it first: cmake --build $BUILD --target fashion_mnist" >&2; exit 1; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mkdir -p "$OUT"
-configs=$(mktemp -d)
-trap 'rm -rf "$configs"' EXIT
+bench_start "$OUT" "$BIN"
+configs=$SCRATCH
 DTYPES=(float32 bfloat16 float16)
 for dtype in "${DTYPES[@]}"; do
   echo "{\"dataparallel\": {\"gradient_dtype\": \"$dtype\"}, \"output_dir\": \"$configs/run-$dtype\"}" \

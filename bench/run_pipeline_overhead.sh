@@ -14,11 +14,8 @@ BUILD=${1:-build}; ROUNDS=${2:-4}; OUT=${3:-bench/results/pipeline_overhead}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 source "$ROOT/bench/quiet.sh"
 BIN="$BUILD/examples/fashion_mnist"
-[ -x "$BIN" ] || { echo "build it first: cmake --build $BUILD --target fashion_mnist" >&2; exit 1; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mkdir -p "$OUT"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+bench_start "$OUT" "$BIN"
+work=$SCRATCH
 pipeline='"modelparallel": {"enabled": true, "partitions": 2, "microbatches": 4, "pipeline": "interleaved"}'
 profiler_off='"profiler": {"system_monitor_interval_millis": 500}'
 profiler_on='"profiler": {"framework_profile": {"start_step": 0, "num_steps": 100000}}'

@@ -11,11 +11,7 @@ set -euo pipefail
 BUILD=${1:-build}; RUNS=${2:-3}; OUT=${3:-bench/results/rules}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 source "$ROOT/bench/quiet.sh"
-for bin in "$BUILD/bench/rules_bench" "$BUILD/tests/rules_mpi/stop_mpi_test"; do
-  [ -x "$bin" ] || { echo "build it first: $bin is missing (scripts/build)" >&2; exit 1; }
-done
-mkdir -p "$OUT"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+bench_start "$OUT" "$BUILD/bench/rules_bench" "$BUILD/tests/rules_mpi/stop_mpi_test"
 header() { echo "# commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg) at start"; }
 for ((i = 1; i <= RUNS; i++)); do
   wait_quiet "$OUT/quiet.log"

@@ -139,6 +139,12 @@ void FrameworkBreakdown::toDetails(nlohmann::json& details, bool compatRatioBug)
   }
 }
 
+bool isEvaluationStep(const FrameworkEvent& e) {
+  for (const char* mode : {"Step:ModeKeys.EVAL", "Step:ModeKeys.PREDICT"})
+    if (e.name.find(mode) != std::string::npos || e.phase.find(mode) != std::string::npos) return true;
+  return false;
+}
+
 bool isStepEvent(const FrameworkEvent& e) {
   return e.name.find("Step:ModeKeys") != std::string::npos ||
          e.phase.find("Step:ModeKeys") != std::string::npos;

@@ -156,6 +156,8 @@ bool isTopLevelCompute(const FrameworkEvent& e, EventClass c);
 EventClass classifyEvent(const FrameworkEvent& e);
 const char* eventClassName(EventClass c);
 bool isStepEvent(const FrameworkEvent& e);
+// A step event of an EVAL or PREDICT step (Step:ModeKeys.EVAL / .PREDICT).
+bool isEvaluationStep(const FrameworkEvent& e);
 
 // A series key for framework events: the node id, or "rank-<r>" when the reader gives none.
 std::string eventNodeKey(const FrameworkEvent& e);

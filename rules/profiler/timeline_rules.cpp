@@ -337,7 +337,9 @@ class Dataloader final : public MetricRuleBase {
           WaitStats& r = wait_[eventNodeKey(e)];
           r.waitUs += static_cast<double>(e.durationUs());
           ++r.waits;
-        } else if (isStepEvent(e)) {
+        } else if (isStepEvent(e) && !isEvaluationStep(e)) {
+          // Training steps only: the loader feeds the training loop, and an evaluation pass's
+          // steps (recorded as EVAL/PREDICT steps, often far longer) would dilute its wait.
           WaitStats& r = wait_[eventNodeKey(e)];
           r.stepUs += static_cast<double>(e.durationUs());
           ++r.steps;

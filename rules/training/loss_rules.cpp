@@ -194,9 +194,19 @@ class LossNotDecreasing final : public TensorRuleBase {
     while (st.history.size() >= 2 && st.history[1].key <= st.nextCheck - numSteps_) st.history.pop_front();
   }
 
-  Mode effectiveMode(const Trial& trial) const {
+  // Without a `mode`, EVAL losses when the run has them (as smdebug), else TRAIN. An EVAL
+  // step counts only when it holds a loss: an evaluation pass that saved none (an accuracy
+  // test, recorded as EVAL steps) must not hide the training losses. Steps are scanned once.
+  Mode effectiveMode(const Trial& trial) {
     if (mode_) return *mode_;
-    return trial.hasMode(Mode::kEval) ? Mode::kEval : trial.hasMode(Mode::kTrain) ? Mode::kTrain : Mode::kGlobal;
+    for (const StepInfo& s : trial.stepsAfter(scannedUpTo_)) {
+      scannedUpTo_ = s.step;
+      if (s.mode != Mode::kEval || evalHasLoss_) continue;
+      for (const std::string& t : lossTensors(trial, selector_, useLosses_))
+        if (trial.hasTensor(t, s.step)) evalHasLoss_ = true;
+    }
+    if (evalHasLoss_) return Mode::kEval;
+    return trial.hasMode(Mode::kTrain) ? Mode::kTrain : Mode::kGlobal;
   }
 
   TensorSelector selector_;
@@ -208,6 +218,8 @@ class LossNotDecreasing final : public TensorRuleBase {
   LossSmoother::Kind smoothing_;
   int64_t window_;
   std::map<std::string, State> state_;
+  int64_t scannedUpTo_ = std::numeric_limits<int64_t>::min();  // effectiveMode's scan
+  bool evalHasLoss_ = false;
 };
 
 // ---------------------------------------------------------------------------------------------

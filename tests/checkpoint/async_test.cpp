@@ -63,16 +63,6 @@ class WriteGate {
   bool released_ = false;
 };
 
-strata::CheckpointOptions asyncOptions(const std::string& root) {
-  strata::CheckpointOptions co;
-  co.dir = root;
-  co.everySteps = 0;
-  co.resume = 0;
-  co.keep = 0;
-  co.async = 1;
-  return co;
-}
-
 std::string manifestOf(const std::string& root, int64_t step) {
   char name[32];
   std::snprintf(name, sizeof(name), "step-%012lld", static_cast<long long>(step));

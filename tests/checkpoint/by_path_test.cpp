@@ -69,13 +69,7 @@ TEST_P(ByPathTied, ATiedWeightIsStoredOnceAndItsOptimizerStateFollowsTheAlias) {
   if (GetParam() == Mode::kSync) {
     dir = strata::save(root, job.model, job.opt, partialAt(2));
   } else {
-    strata::CheckpointOptions co;
-    co.dir = root;
-    co.everySteps = 0;
-    co.resume = 0;
-    co.partial = 1;
-    co.async = 1;
-    strata::CheckpointManager manager(job.model, job.opt, nullptr, co);
+    strata::CheckpointManager manager(job.model, job.opt, nullptr, asyncOptions(root, /*keep=*/0, /*partial=*/true));
     ASSERT_TRUE(manager.async());
     dir = manager.save(2);
     manager.wait();

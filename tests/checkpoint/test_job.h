@@ -116,6 +116,19 @@ inline std::string modeName(const ::testing::TestParamInfo<Mode>& info) {
   return info.param == Mode::kSync ? "Sync" : "Async";
 }
 
+// Options of a CheckpointManager that saves in the background, only when asked (no periodic
+// saves, no resume).
+inline strata::CheckpointOptions asyncOptions(const std::string& root, int keep = 0, bool partial = false) {
+  strata::CheckpointOptions co;
+  co.dir = root;
+  co.everySteps = 0;
+  co.resume = 0;
+  co.keep = keep;
+  co.partial = partial ? 1 : 0;
+  co.async = 1;
+  return co;
+}
+
 // Saves a job's checkpoints into `root` the way `mode` says; every save returns once the
 // checkpoint is complete.
 class Saver {
@@ -123,14 +136,7 @@ class Saver {
   Saver(Mode mode, const std::string& root, Job& job, bool partial = false, int keep = -1)
       : root_(root), job_(job), partial_(partial), keep_(keep) {
     if (mode == Mode::kSync) return;
-    strata::CheckpointOptions co;
-    co.dir = root;
-    co.everySteps = 0;
-    co.resume = 0;
-    co.keep = keep;
-    co.partial = partial ? 1 : 0;
-    co.async = 1;
-    manager_.emplace(job.model, job.opt, &job.sampler, co);
+    manager_.emplace(job.model, job.opt, &job.sampler, asyncOptions(root, keep, partial));
     EXPECT_TRUE(manager_->async());
   }
 

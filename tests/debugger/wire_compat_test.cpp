@@ -18,6 +18,16 @@ namespace fs = std::filesystem;
 using testing::debuggerConfig;
 using testing::TempDir;
 
+// decode_events.py's JSON for the trial; null when the script found its environment
+// incomplete (exit 2); any other failure is a test failure.
+nlohmann::json decoded(const TempDir& trial, const TempDir& work) {
+  std::string out;
+  const int status = testing::decodeWithPython(trial.path(), work.path(), &out);
+  if (status == 2) return nullptr;
+  EXPECT_EQ(status, 0) << out;
+  return nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
+}
+
 TEST(WireCompat, PythonProtobufDecodesOurEvents) {
   const std::string missing = testing::pythonDecoderMissing();
   if (!missing.empty()) GTEST_SKIP() << missing;
@@ -46,11 +56,8 @@ TEST(WireCompat, PythonProtobufDecodesOurEvents) {
     }
     hook.close(true);
   }
-  std::string out;
-  const int status = testing::decodeWithPython(trial.path(), work.path(), &out);
-  if (status == 2) GTEST_SKIP() << "decode_events.py found its environment incomplete";
-  ASSERT_EQ(status, 0) << out;
-  const auto j = nlohmann::json::parse(out);
+  const nlohmann::json j = decoded(trial, work);
+  if (j.is_null()) GTEST_SKIP() << "decode_events.py found its environment incomplete";
   EXPECT_EQ(j["collections_keys"], nlohmann::json::array({"_meta", "collections"}));
   const auto& t = j["tensors"];
   EXPECT_EQ(t["Net_fc1.weight"]["0"]["shape"], nlohmann::json::array({2, 3}));
@@ -94,11 +101,8 @@ TEST(WireCompat, PythonProtobufReadsShapesAndHistograms) {
     hook.saveTensor("fc1_output_0", DType::kFloat32, {4, 1}, w);
     hook.close(true);
   }
-  std::string out;
-  const int status = testing::decodeWithPython(trial.path(), work.path(), &out);
-  if (status == 2) GTEST_SKIP() << "decode_events.py found its environment incomplete";
-  ASSERT_EQ(status, 0) << out;
-  const auto j = nlohmann::json::parse(out);
+  const nlohmann::json j = decoded(trial, work);
+  if (j.is_null()) GTEST_SKIP() << "decode_events.py found its environment incomplete";
   EXPECT_EQ(j["shapes"]["fc1_output_0"], nlohmann::json::parse(R"({"0": [1, 4], "1": [4, 1]})"));
   EXPECT_FALSE(j["tensors"].contains("fc1_output_0"));
   // step, num, min, max, sum, values counted in buckets

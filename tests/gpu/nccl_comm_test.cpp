@@ -21,6 +21,7 @@
 #include "core/errors.h"
 #include "core/rank_tag.h"
 #include "transport/nccl/nccl.h"
+#include "transport/transport_testing.h"
 
 namespace strata::nccl {
 namespace {
@@ -85,25 +86,8 @@ class FakeStore : public bootstrap::Store {
   int gets_ = 0;
 };
 
-// Runs fn(rank) on worldSize threads; rethrows the first failure after joining all.
-void runRanks(int worldSize, const std::function<void(int)>& fn) {
-  std::vector<std::exception_ptr> errors(worldSize);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < worldSize; ++rank) {
-    threads.emplace_back([&, rank] {
-      setThreadRankTag(rank, worldSize);
-      try {
-        fn(rank);
-      } catch (...) {
-        errors[rank] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
-}
+// The ranks are threads (transport/transport_testing.h): an exception on one is its failure.
+using transport::testing::runRanks;
 
 Bytes fakeId(uint8_t seed) {
   Bytes id(128);

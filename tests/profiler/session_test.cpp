@@ -45,6 +45,16 @@ void runSteps(Session& s, ManualClock& clock, int numSteps) {
   }
 }
 
+// The timeline events of a stopped session: those of `phase`, or (phase empty) those whose
+// name contains `nameContains`.
+std::vector<TraceEvent> eventsOf(Session& s, const std::string& phase, const std::string& nameContains = "") {
+  TimelineReader reader(s.profilerRoot());
+  TraceQuery q;
+  q.phase = phase;
+  q.nameContains = nameContains;
+  return reader.events(q);
+}
+
 TEST(FrameworkWindow, StepRangeIncludesTheGapsBetweenItsSteps) {
   const auto w = FrameworkWindow::from(stepWindow(5, 2).frameworkProfile);
   EXPECT_TRUE(w.configured());
@@ -83,10 +93,7 @@ TEST(Session, StepWindowLimitsDetailedSlicesButStepEventsCoverEveryStep) {
   runSteps(*s, *clock, 6);
   s->stop();
 
-  TimelineReader reader(s->profilerRoot());
-  TraceQuery steps;
-  steps.phase = "Step:ModeKeys.TRAIN";
-  const auto stepEvents = reader.events(steps);
+  const auto stepEvents = eventsOf(*s, "Step:ModeKeys.TRAIN");
   // Every step, as smdebug's hook writes them (its job statistics need step 0); only the
   // detailed slices are limited to the window.
   ASSERT_EQ(stepEvents.size(), 6u);
@@ -96,12 +103,8 @@ TEST(Session, StepWindowLimitsDetailedSlicesButStepEventsCoverEveryStep) {
     EXPECT_EQ(stepEvents[i].durUs, 1000);
     EXPECT_EQ(stepEvents[i].tid, trackId(Track::kSteps));
   }
-  TraceQuery forward;
-  forward.phase = phases::kForward;
-  EXPECT_EQ(reader.events(forward).size(), 2u);  // detailed: steps 2 and 3 only
-  TraceQuery loads;
-  loads.phase = phases::kDataLoaderIter;
-  const auto loadEvents = reader.events(loads);
+  EXPECT_EQ(eventsOf(*s, phases::kForward).size(), 2u);  // detailed: steps 2 and 3 only
+  const auto loadEvents = eventsOf(*s, phases::kDataLoaderIter);
   ASSERT_EQ(loadEvents.size(), 2u);  // the gaps before steps 2 and 3
   EXPECT_EQ(loadEvents[0].stepNum(), 1);  // recorded while step 1 was the last step
 
@@ -129,22 +132,13 @@ TEST(Session, WithoutFrameworkProfileOnlyStepsAndModelSlicesAreRecorded) {
   s->stepEnd(3);
   s->stop();
   EXPECT_FALSE(s->recordsSteps());
-  TimelineReader reader(s->profilerRoot());
-  TraceQuery steps;
-  steps.nameContains = "Step:ModeKeys";
-  EXPECT_EQ(reader.events(steps).size(), 4u);
-  TraceQuery backward;
-  backward.phase = phases::kBackward;
-  const auto model = reader.events(backward);
+  EXPECT_EQ(eventsOf(*s, "", "Step:ModeKeys").size(), 4u);
+  const auto model = eventsOf(*s, phases::kBackward);
   ASSERT_EQ(model.size(), 1u);
   EXPECT_EQ(model[0].name, "Net");
   EXPECT_EQ(model[0].stepNum(), 3);
-  TraceQuery detailed;
-  detailed.phase = phases::kDataLoaderIter;
-  EXPECT_TRUE(reader.events(detailed).empty());
-  TraceQuery forward;
-  forward.phase = phases::kForward;
-  EXPECT_TRUE(reader.events(forward).empty());  // recordSlice: detailed, window only
+  EXPECT_TRUE(eventsOf(*s, phases::kDataLoaderIter).empty());
+  EXPECT_TRUE(eventsOf(*s, phases::kForward).empty());  // recordSlice: detailed, window only
   EXPECT_EQ(readStepTimes(s->profilerRoot()).size(), 4u);
 }
 
@@ -162,14 +156,9 @@ TEST(Session, StepNumIsTheModeStepAsSmdebugWritesIt) {
     s->stepEnd(global);
   }
   s->stop();
-  TimelineReader reader(s->profilerRoot());
-  TraceQuery steps;
-  steps.nameContains = "Step:ModeKeys";
-  const auto events = reader.events(steps);
+  const auto events = eventsOf(*s, "", "Step:ModeKeys");
   ASSERT_EQ(events.size(), 6u);
-  TraceQuery forward;
-  forward.phase = phases::kForward;
-  const auto forwards = reader.events(forward);
+  const auto forwards = eventsOf(*s, phases::kForward);
   ASSERT_EQ(forwards.size(), 6u);  // model-level: outside the window [0, 1) too
   for (size_t i = 0; i < 6; ++i) {
     EXPECT_EQ(events[i].name, std::string(stepPhaseName(plan[i].mode))) << i;

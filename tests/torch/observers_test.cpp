@@ -73,6 +73,15 @@ struct Registered {
   ~Registered() { observers().remove(observer.get()); }
 };
 
+// One training step of `model` on (x, y) with a mean-squared-error loss.
+void mseStep(DistributedModel& model, const torch::Tensor& x, const torch::Tensor& y) {
+  model.step(x, y, [](DistributedModel& m, const torch::Tensor& in, const torch::Tensor& target) {
+    auto loss = (m(in) - target).pow(2).mean();
+    m.backward(loss);
+    return loss;
+  });
+}
+
 TEST(Observers, FanOutInRegistrationOrderAndRemove) {
   const size_t before = observers().size();
   auto a = std::make_shared<Recording>();
@@ -133,12 +142,7 @@ TEST(Observers, ADataParallelStepReportsItsEventsInOrder) {
     auto rec = std::make_shared<Recording>(/*times=*/true, /*tensors=*/true);
     Registered r(rec);
     opt.zero_grad();
-    model.step(torch::randn({5, 4}), torch::randn({5, 2}), [](DistributedModel& m, const torch::Tensor& x,
-                                                                const torch::Tensor& y) {
-      auto loss = (m(x) - y).pow(2).mean();
-      m.backward(loss);
-      return loss;
-    });
+    mseStep(model, torch::randn({5, 4}), torch::randn({5, 2}));
     opt.step();
     const std::vector<std::string> expected{
         "stepBegin 0 TRAIN 0", "parameters Sequential 4",
@@ -163,12 +167,7 @@ TEST(Observers, EvaluationAndPredictionForwardsAreStepsOfTheirMode) {
     DistributedOptimizer opt(torch::optim::SGD(model.parameters(), 0.1), model);
     auto rec = std::make_shared<Recording>(/*times=*/false, /*tensors=*/false);
     Registered r(rec);
-    model.step(torch::randn({2, 4}), torch::randn({2, 3}), [](DistributedModel& m, const torch::Tensor& x,
-                                                              const torch::Tensor& y) {
-      auto loss = (m(x) - y).pow(2).mean();
-      m.backward(loss);
-      return loss;
-    });
+    mseStep(model, torch::randn({2, 4}), torch::randn({2, 3}));
     opt.step();
     torch::NoGradGuard noGrad;
     model.eval();
