@@ -21,8 +21,10 @@ wait_quiet "$OUT/quiet.log"
 {
   header
   echo "# STRATA_CONFIG=tests/rules_mpi/stop_job.json mpirun -n 2 stop_mpi_test --gtest_filter='*NoRequest*' --gtest_repeat=3"
-  STRATA_CONFIG="$ROOT/tests/rules_mpi/stop_job.json" mpirun -n 2 "$BUILD/tests/rules_mpi/stop_mpi_test" \
-    --gtest_filter='*NoRequest*' --gtest_repeat=3 2>&1
+  # From the scratch folder: the job config's relative output_dir lands there.
+  bin=$(cd "$BUILD" && pwd)/tests/rules_mpi/stop_mpi_test
+  (cd "$SCRATCH" && STRATA_CONFIG="$ROOT/tests/rules_mpi/stop_job.json" mpirun -n 2 "$bin" \
+    --gtest_filter='*NoRequest*' --gtest_repeat=3 2>&1)
 } >"$OUT/should_stop.txt"
 python3 - "$OUT" "$RUNS" <<'PY' | tee "$OUT/summary.txt"
 import re, statistics, sys
