@@ -4,6 +4,7 @@
 #include <torch/types.h>
 
 #include "core/errors.h"
+#include "core/seconds_since.h"
 #include "core/logging.h"
 #include "pipeline/schedule.h"
 #include "adapter/layer_instrumentation.h"
@@ -14,9 +15,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double secondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 int64_t bytesOf(const torch::Tensor& t) { return t.defined() ? static_cast<int64_t>(t.nbytes()) : 0; }
 

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "core/errors.h"
+#include "core/seconds_since.h"
 #include "pipeline/adapter/rng_state_guard.h"
 
 namespace strata::pipeline {
@@ -65,7 +66,6 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-double secondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 struct Run {
   torch::Tensor output;

@@ -7,7 +7,9 @@
 #include "pp/pp_layer_list_testing.h"
 
 namespace strata::testing {
-namespace {
+// Named, not anonymous: the test binary compiles in unity batches beside sources with
+// helpers of the same names.
+namespace ties_test {
 
 constexpr int64_t kBatch = 8;  // per pipeline replica and step
 constexpr int kMicrobatches = 4;
@@ -119,5 +121,5 @@ TEST(TiedAcrossStages, OneProcessHoldsOneTensor) {
   EXPECT_TRUE(torch::equal(params["embed.weight"].grad(), reference->named_parameters(true)["embed.weight"].grad()));
 }
 
-}  // namespace
+}  // namespace ties_test
 }  // namespace strata::testing

@@ -21,7 +21,9 @@
 #include "strata/nested_sequential.h"
 
 namespace strata::instrument {
-namespace {
+// Named, not anonymous: the test binary compiles in unity batches beside sources with
+// helpers of the same names.
+namespace nested_capture_test {
 
 using debugger::testing::TempDir;
 using observe::observers;
@@ -186,5 +188,5 @@ TEST(NestedCapture, NestedChildrenAreNotRunSeparatelyWhenNothingWantsThem) {
                            block->forward(x)));
 }
 
-}  // namespace
+}  // namespace nested_capture_test
 }  // namespace strata::instrument
