@@ -2,8 +2,10 @@
 # Memory of model parallelism (issue 13): the transformer_lm example at >= 2 GB of parameters,
 # gradients and AdamW state (d_model 1024, 10 blocks: 126 M parameters x 16 bytes) trained for
 # 3 steps in one process and at p = 2 and p = 4 (one pipeline, 4 microbatches, optimize:
-# memory). Per rank: peak RSS (/usr/bin/time -f %M), the fixed footprint (the same binary and
-# layout with a tiny model), and the bytes the plan predicted (the plan the library logs).
+# memory, active_microbatches = p: classic 1F1B, stage s stashes at most p - s microbatches;
+# the default cap p + 2 stashes more to hide link latency, docs/pipeline.md). Per rank: peak
+# RSS (/usr/bin/time -f %M), the fixed footprint (the same binary and layout with a tiny
+# model), and the bytes the plan predicted (the plan the library logs).
 #
 #   bench/run_pipeline_memory.sh [BUILD_DIR] [LAYERS] [D_MODEL]
 #   STRATA_BENCH_OUT=/tmp/pm bench/run_pipeline_memory.sh build 2 64    # a smoke run elsewhere
@@ -29,8 +31,8 @@ TINY=(--layers 1 --d-model 32 --heads 2 --seq-len 64 --batch-size 8 --max-steps 
 
 config() {  # config P -> a job config file for p pipeline stages
   local p="$1" f="$work/p$1.json"
-  printf '{"output_dir": "%s/runs/p%s", "modelparallel": {"enabled": true, "partitions": %s, "microbatches": 4, "pipeline": "interleaved", "optimize": "memory"}}\n' \
-    "$work" "$p" "$p" >"$f"
+  printf '{"output_dir": "%s/runs/p%s", "modelparallel": {"enabled": true, "partitions": %s, "microbatches": 4, "pipeline": "interleaved", "active_microbatches": %s, "optimize": "memory"}}\n' \
+    "$work" "$p" "$p" "$p" >"$f"
   echo "$f"
 }
 

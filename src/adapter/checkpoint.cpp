@@ -18,6 +18,8 @@
 #include <mutex>
 
 #include "adapter/checkpoint_by_path.h"
+#include "adapter/checkpoint_full_pipeline.h"
+#include "adapter/optimizer_state_by_path.h"
 #include "adapter/checkpoint_state.h"
 #include "checkpoint/catalog.h"
 #include "checkpoint/publication.h"
@@ -90,8 +92,11 @@ std::string save(const std::string& dir, DistributedModel& model, DistributedOpt
   const int64_t step = options.step >= 0 ? options.step : model.steps_taken();
   const int keep = options.keep >= 0 ? options.keep : cfg.checkpoint.keep;
   const bool partial = options.partial;
-  STRATA_CHECK(partial || model.pp_size() == 1, "strata::save: a full checkpoint of a ", model.pp_size(),
-               "-stage pipeline is not supported; save with {.partial = true} (every stage writes its shard)");
+  // A full checkpoint of a pipeline: rank 0 writes one by-path file, stage by stage.
+  const bool fullOfPipeline = !partial && model.pp_size() > 1;
+  STRATA_CHECK(!fullOfPipeline || !detail::stateByPathKind(optimizer.optimizer()).empty(), "strata::save: a full checkpoint of a ",
+               model.pp_size(), "-stage pipeline keeps the optimizer state by parameter path (SGD, Adam, AdamW, ",
+               "Adagrad, RMSprop); this optimizer has no such form: save with {.partial = true}");
   const int rank = world().rank();
   const std::string ckptDir = (fs::path(dir) / ck::checkpointDirName(step)).string();
 
@@ -106,9 +111,12 @@ std::string save(const std::string& dir, DistributedModel& model, DistributedOpt
   }
   detail::agreeOrThrow(error.empty(), error, "checkpoint " + ckptDir + ": preparing the directory");
 
-  const detail::ShardContent content = detail::captureLive(model, optimizer, options.sampler, step, options.epoch, partial);
+  const detail::ShardContent content =
+      detail::captureLive(model, optimizer, options.sampler, step, options.epoch, partial || fullOfPipeline);
   ck::ShardRecord mine = ck::makeShardRecord(rank, model.pp_rank());
-  if (partial || rank == 0) {
+  if (fullOfPipeline) {
+    mine = detail::writeFullPipelineShard(ckptDir, ck::kFullShardFile, model, content);
+  } else if (partial || rank == 0) {
     try {
       ck::markWritten(mine, detail::writeShardContent(ckptDir, partial ? ck::partialShardFile(rank) : ck::kFullShardFile,
                                                       content));
@@ -305,8 +313,8 @@ std::optional<LoadResult> load(const std::string& dir, DistributedModel& model, 
     const std::vector<char> text = readWholeFile(manifestPath);
     m = ck::parseManifest(std::string(text.begin(), text.end()), manifestPath);
     result.sameLayout = m.worldSize == world().size() && m.ppSize == model.pp_size();
-    byPath = m.kind == ck::Kind::kPartial &&
-             detail::TensorShardReader::isTensorShard((fs::path(chosen) / m.shards.front().file).string());
+    // Partial shards, and the one file of a pipeline's full checkpoint, are by-path files.
+    byPath = detail::TensorShardReader::isTensorShard((fs::path(chosen) / m.shards.front().file).string());
   } catch (const std::exception& e) {
     error = detail::trimmed(e.what());
   }

@@ -95,7 +95,7 @@ void AsyncCheckpointer::wait() {
 std::string AsyncCheckpointer::save(const AsyncSaveRequest& request, DistributedModel& model,
                                     DistributedOptimizer& optimizer) {
   STRATA_CHECK(request.partial || model.pp_size() == 1, "checkpoint: a full checkpoint of a ", model.pp_size(),
-               "-stage pipeline is not supported; use partial checkpoints (every stage writes its shard)");
+               "-stage pipeline is written at the step boundary (strata::save), not in the background");
   const auto start = Clock::now();
   double waitedMs = 0;
   const std::string previousError = collectPrevious(&waitedMs, /*bySave=*/true);

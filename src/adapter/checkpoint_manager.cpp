@@ -24,7 +24,11 @@ CheckpointManager::CheckpointManager(DistributedModel& model, DistributedOptimiz
   if (options_.partial < 0) options_.partial = model.pp_size() > 1 || model.model_parallel() ? 1 : 0;
   if (options_.async < 0) options_.async = cfg.async ? 1 : 0;
   if (options_.async) {
-    if (detail::StateSnapshot::supports(optimizer)) {
+    if (!options_.partial && model.pp_size() > 1) {
+      STRATA_LOG(kWarn, kInit, "checkpoint.async: a full checkpoint of a pipeline is streamed to rank 0 stage by ",
+                 "stage at the step boundary; checkpoints are written there (partial ones can be written in the ",
+                 "background)");
+    } else if (detail::StateSnapshot::supports(optimizer)) {
       async_ = 1;
     } else {
       STRATA_LOG(kWarn, kInit, "checkpoint.async: this optimizer's state cannot be copied for a background write ",

@@ -73,23 +73,8 @@ void writeState(OutputArchive& root, const ShardContent& c) {
 // A partial shard as a by-path file: this rank's tensors, its optimizer entries, then
 // Strata's state (an archive in the layout of a full checkpoint's "strata_state").
 void writeByPath(TensorShardWriter& writer, const ShardContent& c) {
-  for (size_t i = 0; i < c.tensors.size(); ++i) {
-    if (c.aliasOf[i] < 0) {
-      writer.addTensor(c.names[i], c.tensors[i], c.isBuffer[i]);
-      continue;
-    }
-    ck::TensorEntry alias = describeTensor(c.names[i], c.tensors[i], c.isBuffer[i]);
-    alias.aliasOf = c.names[static_cast<size_t>(c.aliasOf[i])];
-    writer.addAlias(alias);
-  }
-  if (!c.optimizerKind.empty())
-    c.forEachOptimizerEntry([&](const std::string& path, const std::string& bytes) {
-      writer.addOptimizerState(c.optimizerKind, path, bytes);
-    });
-  OutputArchive root;
-  writeState(root, c);
-  writer.addState(archiveBytes(root));
-  writer.finish();
+  writeTensorsByPath(writer, c);
+  finishByPath(writer, c);
 }
 
 using ModuleTree = StateSnapshot::ModuleTree;
@@ -129,6 +114,29 @@ void writeTree(OutputArchive& archive, const ModuleTree& tree, const std::vector
 std::string trimmed(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   return text;
+}
+
+void writeTensorsByPath(TensorShardWriter& writer, const ShardContent& c) {
+  for (size_t i = 0; i < c.tensors.size(); ++i) {
+    if (c.aliasOf[i] < 0) {
+      writer.addTensor(c.names[i], c.tensors[i], c.isBuffer[i]);
+      continue;
+    }
+    ck::TensorEntry alias = describeTensor(c.names[i], c.tensors[i], c.isBuffer[i]);
+    alias.aliasOf = c.names[static_cast<size_t>(c.aliasOf[i])];
+    writer.addAlias(alias);
+  }
+  if (!c.optimizerKind.empty())
+    c.forEachOptimizerEntry([&](const std::string& path, const std::string& bytes) {
+      writer.addOptimizerState(c.optimizerKind, path, bytes);
+    });
+}
+
+void finishByPath(TensorShardWriter& writer, const ShardContent& c) {
+  OutputArchive root;
+  writeState(root, c);
+  writer.addState(archiveBytes(root));
+  writer.finish();
 }
 
 namespace {

@@ -70,6 +70,13 @@ using WriteProgress = std::function<void(uint64_t bytesSoFar)>;
 checkpoint::ShardInfo writeShardContent(const std::string& dir, const std::string& file, const ShardContent& content,
                                         const WriteProgress& progress = nullptr);
 
+// A by-path file (a partial shard; the one file of a pipeline's full checkpoint) in two parts:
+// the content's tensors and optimizer entries; then Strata's state and the index, after which
+// nothing may be added. A full checkpoint of a pipeline adds the other stages in between.
+class TensorShardWriter;
+void writeTensorsByPath(TensorShardWriter& writer, const ShardContent& content);
+void finishByPath(TensorShardWriter& writer, const ShardContent& content);
+
 // Reused copies of one rank's shard content.
 // Threading: take() on the training thread; the content it returns may be written on another
 // thread until the next take(), which must wait for that write.

@@ -5,6 +5,8 @@
 #   * the same checkpoint resumed by one process gives that hash too;
 #   * resumed as plain data parallelism (other arithmetic: whole local batches) the loss after
 #     6 steps is within 1e-4 relative of the pipeline's;
+#   * a full checkpoint of the p=4 pipeline (--full-checkpoint: one file, model.pt, written by
+#     rank 0 stage by stage) resumes at p=2 and in one process with that hash too;
 #   * a checkpoint of a different model is refused on every rank, naming the parameter.
 # One intra-op thread everywhere (see transformer_lm_start in lib.sh), so layouts compare.
 #   transformer_lm_checkpoint.sh MPIEXEC EXAMPLE EXAMPLE_DIR
@@ -15,6 +17,7 @@ SHAPE=(--layers 3 --heads 2 --seq-len 16 --batch-size 8 --eval-batches 0 --seed 
 MODEL=("${SHAPE[@]}" --d-model 32)
 
 kind_of() { sed -nE 's/.*"kind": *"([a-z]+)".*/\1/p' "$1"/step-000000000003/manifest.json; }
+files_of() { (cd "$1"/step-000000000003 && ls | tr '\n' ' '); }
 
 reference=$(run_np 2 "$CONFIGS/job_pipeline.json" --max-steps 6)
 
@@ -30,6 +33,16 @@ awk -v a="$(loss_of "$dp")" -v b="$(loss_of "$reference")" \
   'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * b) }' ||
   { echo "FAIL: p=4 -> data parallel: loss $(loss_of "$dp") vs $(loss_of "$reference")"; exit 1; }
 echo "ok: p=4 (3 steps) -> data parallel (3 steps): loss $(loss_of "$dp") ~ $(loss_of "$reference")"
+
+# A full checkpoint of the pipeline: one file, no per-rank shards; it resumes in any layout.
+run_np 4 p4.json --max-steps 3 --checkpoint-dir full4 --checkpoint-every 3 --full-checkpoint >/dev/null
+[ "$(kind_of full4)" = full ] || { echo "FAIL: --full-checkpoint at p=4 did not write a full checkpoint"; exit 1; }
+[ "$(files_of full4)" = "manifest.json model.pt " ] || { echo "FAIL: full checkpoint holds $(files_of full4)"; exit 1; }
+cp -r full4 full4-p1
+p2=$(run_np 2 "$CONFIGS/job_pipeline.json" --max-steps 6 --checkpoint-dir full4 --resume)
+same_hash "p=4 full checkpoint (3 steps) -> p=2 (3 steps)" "$p2" "p=2 (6 steps)" "$reference"
+p1=$(run_np 1 p1.json --max-steps 6 --checkpoint-dir full4-p1 --resume)
+same_hash "p=4 full checkpoint (3 steps) -> one process (3 steps)" "$p1" "p=2 (6 steps)" "$reference"
 
 # A different model: wider blocks. Every rank refuses, naming the first differing parameter.
 status=0
