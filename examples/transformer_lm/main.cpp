@@ -162,6 +162,10 @@ int run(const Flags& flags) {
     const double val = validationLoss(model, data, flags);
     if (strata::rank() == 0) std::printf("validation: loss=%.6f\n", val);
   }
+  // Every rank: what its optimizer keeps (dataparallel.shard_optimizer_state divides it).
+  std::printf("rank %d: optimizer_state_bytes=%zu (%s)\n", strata::rank(), opt.state_bytes(),
+              opt.sharded() ? "sharded" : "not sharded");
+  std::fflush(stdout);
   const std::string hash = lm::paramsSha256(model, gpt.tiedAliases);
   if (strata::rank() == 0)
     std::printf("final: step=%lld loss=%.6f params_sha256=%s\n", (long long)step, lastLoss, hash.c_str());
