@@ -1,5 +1,6 @@
 #include "adapter/optimizer_sharding.h"
 
+#include <torch/optim/lbfgs.h>
 #include <torch/types.h>
 
 #include <algorithm>
@@ -31,6 +32,11 @@ std::vector<TensorKey> keysOf(const std::vector<torch::Tensor>& tensors) {
 OptimizerSharding::OptimizerSharding(torch::optim::Optimizer& optimizer, Group& group,
                                      const std::vector<torch::Tensor>& modelParameters, bool dropOthers)
     : group_(group), modelKeys_(keysOf(modelParameters)) {
+  // LBFGS keeps one state over all its parameters (a history of flat directions): stepping a
+  // shard of them is different math, not the same update on fewer tensors.
+  STRATA_CHECK(dynamic_cast<const torch::optim::LBFGS*>(&optimizer) == nullptr,
+               "dataparallel.shard_optimizer_state=true: LBFGS keeps one state over all parameters and cannot "
+               "be sharded; set it to false");
   const std::set<TensorKey> inModel(modelKeys_.begin(), modelKeys_.end());
   std::vector<size_t> bytes;
   for (size_t g = 0; g < optimizer.param_groups().size(); ++g) {

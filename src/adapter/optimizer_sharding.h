@@ -29,7 +29,7 @@ class OptimizerSharding {
   // local_parameters()). An optimizer parameter outside them is dropped from the optimizer
   // when `dropOthers` (a pipeline: other stages' parameters never get a gradient here), else
   // refused (throws strata::Error naming its group and shape). Drops the state of the
-  // parameters other ranks own.
+  // parameters other ranks own. LBFGS (one state over all parameters) is refused.
   OptimizerSharding(torch::optim::Optimizer& optimizer, Group& group, const std::vector<torch::Tensor>& modelParameters,
                     bool dropOthers);
 

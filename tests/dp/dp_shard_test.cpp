@@ -163,5 +163,16 @@ TEST(ShardedOptimizerState, TensorOutsideTheModelIsRefused) {
   }
 }
 
+TEST(ShardedOptimizerState, LbfgsIsRefused) {
+  auto net = makeUnevenNet();
+  DistributedModel model(net);
+  try {
+    DistributedOptimizer opt(torch::optim::LBFGS(net->parameters()), model, DistributedOptimizerOptions{1});
+    ADD_FAILURE() << "LBFGS was sharded";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("LBFGS keeps one state"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace strata::testing
