@@ -20,7 +20,9 @@
 #include <torch/utils.h>
 
 #include <cstdio>
+#include <fstream>
 #include <set>
+#include <string>
 
 #include "../common/progress.h"
 #include "../common/strata_main.h"
@@ -32,6 +34,21 @@
 #include "strata/strata.h"
 
 namespace {
+
+// A /proc/self/status field in MiB ("VmRSS": resident now, "VmHWM": peak so far); -1 if absent.
+double procStatusMib(const std::string& field) {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  double kib = -1;
+  while (status >> key) {
+    if (key == field + ":") {
+      status >> kib;
+      return kib / 1024;
+    }
+    status.ignore(1 << 12, '\n');
+  }
+  return -1;
+}
 
 struct Flags {
   std::string config;
@@ -162,6 +179,11 @@ int run(const Flags& flags) {
     const double val = validationLoss(model, data, flags);
     if (strata::rank() == 0) std::printf("validation: loss=%.6f\n", val);
   }
+  // Every rank: what its optimizer keeps (dataparallel.shard_optimizer_state divides it).
+  std::printf("rank %d: optimizer_state_bytes=%zu (%s) rss_mib=%.1f peak_rss_mib=%.1f\n", strata::rank(),
+              opt.state_bytes(), opt.sharded() ? "sharded" : "not sharded", procStatusMib("VmRSS"),
+              procStatusMib("VmHWM"));
+  std::fflush(stdout);
   const std::string hash = lm::paramsSha256(model, gpt.tiedAliases);
   if (strata::rank() == 0)
     std::printf("final: step=%lld loss=%.6f params_sha256=%s\n", (long long)step, lastLoss, hash.c_str());

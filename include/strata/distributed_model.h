@@ -210,13 +210,35 @@ class DistributedModel {
   StepOutput pipelineStep(const torch::Tensor& data, const torch::Tensor& target, const StepFn& fn);
 };
 
+namespace adapter {
+class OptimizerSharding;
+}
+
+struct DistributedOptimizerOptions {
+  // Sharded optimizer state (ZeRO stage 1): -1 takes dataparallel.shard_optimizer_state of the
+  // job config, 0 off, 1 on.
+  int shardOptimizerState = -1;
+};
+
 // Wraps any torch::optim optimizer: step() first waits for the gradient AllReduces.
+//
+// With sharded optimizer state (docs/collectives.md "Sharded optimizer state"), each
+// data-parallel rank keeps the optimizer state of its shard of the parameters only (whole
+// tensors, greedy by size): the wrapped optimizer's param groups are rebuilt here to hold just
+// this rank's shard (group options kept), step() steps the shard and then broadcasts every
+// parameter from its owner, so every rank holds identical parameters, bitwise those of an
+// unsharded run. A model-parallel model is sharded at the first step(), over its data-parallel
+// group, once its stages are known. Changing the parameter set afterwards (a param group added,
+// parameters replaced) makes step() throw on every rank. Checkpoints of a sharded optimizer are
+// partial (every rank writes its shard) and resume on any data-parallel size.
 class DistributedOptimizer {
  public:
   template <typename Opt>
-  DistributedOptimizer(Opt optimizer, DistributedModel& model)
-      : DistributedOptimizer(std::unique_ptr<torch::optim::Optimizer>(new Opt(std::move(optimizer))), model) {}
-  DistributedOptimizer(std::unique_ptr<torch::optim::Optimizer> optimizer, DistributedModel& model);
+  DistributedOptimizer(Opt optimizer, DistributedModel& model, DistributedOptimizerOptions options = {})
+      : DistributedOptimizer(std::unique_ptr<torch::optim::Optimizer>(new Opt(std::move(optimizer))), model,
+                             options) {}
+  DistributedOptimizer(std::unique_ptr<torch::optim::Optimizer> optimizer, DistributedModel& model,
+                       DistributedOptimizerOptions options = {});
   ~DistributedOptimizer();
   DistributedOptimizer(const DistributedOptimizer&) = delete;
   DistributedOptimizer& operator=(const DistributedOptimizer&) = delete;
@@ -224,10 +246,18 @@ class DistributedOptimizer {
   void zero_grad();
   void step();
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
+  // Whether the optimizer state is sharded across the data-parallel ranks.
+  bool sharded() const { return shardState_; }
+  // Bytes of the tensors this rank's optimizer state holds now (SGD, Adam, AdamW, Adagrad,
+  // RMSprop; 0 for others).
+  size_t state_bytes() const;
 
  private:
+  void shardIfReady();
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   DistributedModel& model_;
+  bool shardState_ = false;
+  std::unique_ptr<adapter::OptimizerSharding> sharding_;
 };
 
 // Rank layout helpers (SageMaker's names), from the job config: with model parallelism the

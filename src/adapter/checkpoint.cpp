@@ -97,6 +97,9 @@ std::string save(const std::string& dir, DistributedModel& model, DistributedOpt
   STRATA_CHECK(!fullOfPipeline || !detail::stateByPathKind(optimizer.optimizer()).empty(), "strata::save: a full checkpoint of a ",
                model.pp_size(), "-stage pipeline keeps the optimizer state by parameter path (SGD, Adam, AdamW, ",
                "Adagrad, RMSprop); this optimizer has no such form: save with {.partial = true}");
+  STRATA_CHECK(partial || !optimizer.sharded(), "strata::save: a full checkpoint of a sharded optimizer state "
+               "(dataparallel.shard_optimizer_state=true) is not supported; save with {.partial = true} (every "
+               "rank writes its shard of the optimizer state)");
   const int rank = world().rank();
   const std::string ckptDir = (fs::path(dir) / ck::checkpointDirName(step)).string();
 
@@ -330,6 +333,8 @@ std::optional<LoadResult> load(const std::string& dir, DistributedModel& model, 
       InputArchive state = shards->stateArchive(&own);
       loadState(state, model, optimizer, options, {true, own && result.sameLayout, false}, &result);
     } else if (m.kind == ck::Kind::kFull) {
+      STRATA_CHECK(!optimizer.sharded(), "checkpoint ", chosen, " is a full checkpoint (positional optimizer state); "
+                   "a sharded optimizer (dataparallel.shard_optimizer_state=true) resumes partial checkpoints only");
       const ck::ShardInfo& shard = m.shards.front();
       InputArchive archive = readArchive((fs::path(chosen) / shard.file).string(), shard.bytes);
       loadModuleInPlace(archive, *model.module(), shard.file);

@@ -21,7 +21,9 @@ CheckpointManager::CheckpointManager(DistributedModel& model, DistributedOptimiz
   if (options_.everySteps < 0) options_.everySteps = cfg.everySteps;
   if (options_.resume < 0) options_.resume = cfg.resume ? 1 : 0;
   if (options_.keep < 0) options_.keep = cfg.keep;
-  if (options_.partial < 0) options_.partial = model.pp_size() > 1 || model.model_parallel() ? 1 : 0;
+  // A sharded optimizer's state is spread over the ranks: only partial checkpoints hold it all.
+  if (options_.partial < 0)
+    options_.partial = model.pp_size() > 1 || model.model_parallel() || optimizer.sharded() ? 1 : 0;
   if (options_.async < 0) options_.async = cfg.async ? 1 : 0;
   if (options_.async) {
     if (!options_.partial && model.pp_size() > 1) {

@@ -14,6 +14,8 @@
 #include "adapter/layer_list_model.h"
 #include "adapter/model_signature.h"
 #include "adapter/observers.h"
+#include "adapter/optimizer_sharding.h"
+#include "adapter/optimizer_state.h"
 #include "adapter/pipeline_model.h"
 #include "adapter/step_modes.h"
 #include "core/errors.h"
@@ -368,20 +370,37 @@ DistributedModel::NoSync::~NoSync() {
   if (adapter::GradientReducer* r = model_.impl_->activeReducer()) r->setEnabled(previous_);
 }
 
-DistributedOptimizer::DistributedOptimizer(std::unique_ptr<torch::optim::Optimizer> optimizer, DistributedModel& model)
+DistributedOptimizer::DistributedOptimizer(std::unique_ptr<torch::optim::Optimizer> optimizer, DistributedModel& model,
+                                           DistributedOptimizerOptions options)
     : optimizer_(std::move(optimizer)), model_(model) {
+  shardState_ = options.shardOptimizerState < 0 ? runtime::jobConfig().dataParallel.shardOptimizerState
+                                                : options.shardOptimizerState != 0;
   // A pipeline plans (and checks after its first step) with this optimizer's real state.
   if (model_.impl_->pipeline) model_.impl_->pipeline->setOptimizer(optimizer_.get());
+  shardIfReady();  // before any checkpoint is loaded: it then restores only this rank's shard
 }
 
 DistributedOptimizer::~DistributedOptimizer() {
   if (model_.impl_->pipeline) model_.impl_->pipeline->setOptimizer(nullptr);
 }
 
+void DistributedOptimizer::shardIfReady() {
+  // A pipeline knows this rank's parameters once its first step has cut the model.
+  if (!shardState_ || sharding_ || (model_.model_parallel() && !model_.partitioned())) return;
+  sharding_ = std::make_unique<adapter::OptimizerSharding>(*optimizer_, model_.group(), model_.local_parameters(),
+                                                          /*dropOthers=*/model_.model_parallel());
+}
+
+size_t DistributedOptimizer::state_bytes() const { return adapter::optimizerStateBytes(*optimizer_); }
+
 void DistributedOptimizer::zero_grad() { model_.zero_grad(); }
 
 void DistributedOptimizer::step() {
   model_.finish_gradient_sync();
+  if (shardState_) {
+    shardIfReady();
+    sharding_->checkUnchanged(*optimizer_, model_.local_parameters());  // collective: all ranks throw together
+  }
   observe::Observers& obs = observers();
   // Gradients as the optimizer sees them: after the AllReduce, before the update (this
   // rank's stages only, in a pipeline).
@@ -393,6 +412,7 @@ void DistributedOptimizer::step() {
   // Belongs to the model's step that just ended (model.step() closed it).
   const int64_t startUs = obs.clockUs();
   optimizer_->step();
+  if (sharding_) sharding_->broadcastParameters();  // every rank's parameters from their owners
   obs.optimizerStep(model_.impl_->lastStepGlobal, observe::spanSince(startUs));
 }
 

@@ -120,7 +120,8 @@ nlohmann::json toJson(const JobConfig& config) {
   const DataParallelConfig& dp = config.dataParallel;
   out["dataparallel"] = {{"enabled", dp.enabled},
                          {"bucket_cap_mb", dp.bucketCapMb},
-                         {"gradient_dtype", dp.gradientDtype}};
+                         {"gradient_dtype", dp.gradientDtype},
+                         {"shard_optimizer_state", dp.shardOptimizerState}};
   out["output_dir"] = config.outputDir;
   out["debugger"] = detail::debuggerToJson(config.debugger);
   const ProfilerConfig& pc = config.profiler;

@@ -89,10 +89,11 @@ ModelParallelConfig parseModelParallel(const Validator& v, const Json& section,
 DataParallelConfig parseDataParallel(const Validator& v, const Json& section,
                                      const std::string& path) {
   DataParallelConfig dp;
-  const ObjectReader r(v, section, path, {"enabled", "bucket_cap_mb", "gradient_dtype"});
+  const ObjectReader r(v, section, path, {"enabled", "bucket_cap_mb", "gradient_dtype", "shard_optimizer_state"});
   r.read("enabled", dp.enabled);
   r.read("bucket_cap_mb", dp.bucketCapMb, 0.0, kMaxBucketCapMb, /*minExclusive=*/true);
   r.readEnum("gradient_dtype", dp.gradientDtype, {"float32", "float16", "bfloat16"});
+  r.read("shard_optimizer_state", dp.shardOptimizerState);
   return dp;
 }
 

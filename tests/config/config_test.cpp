@@ -32,7 +32,7 @@ const char* kEveryKey = R"({
                     "auto_partition": false, "default_partition": 1,
                     "manual_partition": {"embed": 0, "head": 3}, "memory_weight": 0.25,
                     "memory_cap_mb": 512, "optimizer_state_factor": 1, "active_microbatches": 6},
-  "dataparallel": {"enabled": true, "bucket_cap_mb": 12.5, "gradient_dtype": "bfloat16"},
+  "dataparallel": {"enabled": true, "bucket_cap_mb": 12.5, "gradient_dtype": "bfloat16", "shard_optimizer_state": true},
   "output_dir": "/tmp/strata-run",
   "debugger": {"save_interval": 20, "start_step": 3, "end_step": 1000, "save_steps": [7, 1, 7],
                "include_workers": "all",
@@ -69,6 +69,7 @@ TEST(ConfigDefaultsTest, EmptyObjectGivesSageMakerDefaults) {
   EXPECT_DOUBLE_EQ(c.dataParallel.bucketCapMb, 25);
   EXPECT_EQ(c.dataParallel.bucketCapBytes(), 25u * 1024 * 1024);
   EXPECT_EQ(c.dataParallel.gradientDtype, "float32");
+  EXPECT_FALSE(c.dataParallel.shardOptimizerState);
   EXPECT_EQ(c.outputDir, "runs/strata");
   EXPECT_FALSE(c.debugger.enabled());
   EXPECT_EQ(c.debugger.save.saveInterval, 500);
@@ -141,6 +142,7 @@ TEST(ConfigParseTest, EveryKey) {
   EXPECT_EQ(c.modelParallel.memoryCapMb, 512);
   EXPECT_EQ(c.modelParallel.optimizerStateFactor, 1);
   EXPECT_EQ(c.dataParallel.gradientDtype, "bfloat16");
+  EXPECT_TRUE(c.dataParallel.shardOptimizerState);
   EXPECT_EQ(c.debugger.save.saveSteps, (std::vector<int64_t>{1, 7}));  // sorted, deduplicated
   const CollectionConfig& weights = c.debugger.collections[0];
   EXPECT_EQ(weights.reductions, (std::vector<std::string>{"max", "l2_norm", "abs_l1_norm"}));

@@ -4,6 +4,7 @@
 # Bitwise equal params_sha256 where the arithmetic is the same:
 #   one process (pipeline engine, partitions 1)  ==  p=2  ==  p=4        (4 microbatches each)
 #   p=1 x dp=2 (ddp)                             ==  p=2 x dp=2 (hybrid)
+#   plain dp=2, p=2 x dp=2: with dataparallel.shard_optimizer_state == without it
 # (gradients are accumulated over the same microbatches in the same order; a 2-rank
 # AllReduce of a+b is exact in either order; dropout is seeded per step, microbatch and layer).
 # Within a tolerance where it is not: data parallelism with and without the pipeline engine
@@ -30,6 +31,14 @@ close_loss() {
   echo "ok: $1 loss $a ~ $3 loss $b (1e-4 relative)"
 }
 
+cat >dp_sharded.json <<'EOF'
+{"output_dir": "runs/dp_sharded", "dataparallel": {"shard_optimizer_state": true}}
+EOF
+cat >hybrid_sharded.json <<'EOF'
+{"output_dir": "runs/hybrid_sharded", "modelparallel": {"enabled": true, "partitions": 2, "microbatches": 4,
+ "pipeline": "interleaved", "ddp": true}, "dataparallel": {"shard_optimizer_state": true}}
+EOF
+
 single=$(run_np 1 p1.json)
 pipe2=$(run_np 2 "$CONFIGS/job_pipeline.json")
 pipe4=$(run_np 4 p4.json)
@@ -38,11 +47,16 @@ hybrid=$(run_np 4 "$CONFIGS/job_hybrid.json")
 single0=$(run_np 1 p1.json --dropout 0)
 dp0=$(run_np 2 p1dp2.json --dropout 0)
 plain_dp0=$(run_np 2 "$CONFIGS/job_dp.json" --dropout 0)
+plain_dp=$(run_np 2 "$CONFIGS/job_dp.json")
+dp_sharded=$(run_np 2 dp_sharded.json)
+hybrid_sharded=$(run_np 4 hybrid_sharded.json)
 
 grep -q 'final: step=4 ' <<<"$single" || { echo "FAIL: expected step=4: $single"; exit 1; }
 same_hash "one process" "$single" "p=2" "$pipe2"
 same_hash "one process" "$single" "p=4" "$pipe4"
 same_hash "p=1 x dp=2" "$dp2" "p=2 x dp=2" "$hybrid"
+same_hash "plain dp=2" "$plain_dp" "plain dp=2 with sharded optimizer state" "$dp_sharded"
+same_hash "p=2 x dp=2" "$hybrid" "p=2 x dp=2 with sharded optimizer state" "$hybrid_sharded"
 close_loss "one process" "$single0" "p=1 x dp=2" "$dp0"
 close_loss "one process" "$single0" "plain data parallel (dp=2)" "$plain_dp0"
 echo "PASS"

@@ -1,0 +1,178 @@
+// Sharded optimizer state (dataparallel.shard_optimizer_state): parameters bitwise equal to
+// unsharded data-parallel training in float64 (SGD with momentum, AdamW with two param
+// groups), uneven shards; each rank's optimizer state covers only its shard; a changed
+// parameter set is an error on every rank.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "collectives/optimizer_partition.h"
+#include "dp/dp_testing.h"
+
+namespace strata::testing {
+namespace {
+
+// Six parameter tensors of sizes 104, 13, 91, 7, 28, 4 (elements): no rank count divides them
+// evenly, and at 4 ranks the shards differ in size.
+torch::nn::Sequential makeUnevenNet() {
+  torch::manual_seed(4321);
+  torch::nn::Sequential net(torch::nn::Linear(8, 13), torch::nn::Tanh(), torch::nn::Linear(13, 7), torch::nn::Tanh(),
+                            torch::nn::Linear(7, 4));
+  net->to(torch::kFloat64);
+  return net;
+}
+
+using MakeOptimizer = std::function<std::unique_ptr<torch::optim::Optimizer>(torch::nn::Sequential&)>;
+
+std::unique_ptr<torch::optim::Optimizer> sgdMomentum(torch::nn::Sequential& net) {
+  return std::make_unique<torch::optim::SGD>(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+}
+
+// Two groups with different options, which sharding must keep per group.
+std::unique_ptr<torch::optim::Optimizer> adamwTwoGroups(torch::nn::Sequential& net) {
+  std::vector<torch::Tensor> first = net[0]->parameters();
+  std::vector<torch::Tensor> rest = net[2]->parameters();
+  for (const auto& p : net[4]->parameters()) rest.push_back(p);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(first, std::make_unique<torch::optim::AdamWOptions>(
+                                 torch::optim::AdamWOptions(0.01).weight_decay(0.1)));
+  groups.emplace_back(rest, std::make_unique<torch::optim::AdamWOptions>(
+                                torch::optim::AdamWOptions(0.02).weight_decay(0.0)));
+  return std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(0.03));
+}
+
+struct Training {
+  torch::nn::Sequential net;
+  std::unique_ptr<DistributedModel> model;
+  std::unique_ptr<DistributedOptimizer> opt;
+};
+
+Training makeRun(const MakeOptimizer& make, bool shard) {
+  Training r{makeUnevenNet(), nullptr, nullptr};
+  r.model = std::make_unique<DistributedModel>(r.net);
+  r.opt = std::make_unique<DistributedOptimizer>(make(r.net), *r.model,
+                                                 DistributedOptimizerOptions{shard ? 1 : 0});
+  return r;
+}
+
+void trainStep(Training& r, int step) {
+  auto [x, y] = globalBatch(step, torch::kFloat64);
+  r.opt->zero_grad();
+  r.model->backward(torch::mse_loss((*r.model)(localSlice(x)), localSlice(y)));
+  r.opt->step();
+}
+
+void expectBitwiseEqual(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
+}
+
+void expectShardedEqualsUnsharded(const MakeOptimizer& make) {
+  Training plain = makeRun(make, false);
+  Training sharded = makeRun(make, true);
+  ASSERT_TRUE(sharded.opt->sharded());
+  ASSERT_FALSE(plain.opt->sharded());
+  for (int step = 0; step < 6; ++step) {
+    trainStep(plain, step);
+    trainStep(sharded, step);
+  }
+  const auto before = snapshot(makeUnevenNet()->parameters());
+  EXPECT_GT(maxRelativeDiff(plain.net->parameters(), before), 1e-3);  // training moved them
+  expectBitwiseEqual(sharded.net->parameters(), plain.net->parameters());
+  // Every rank holds the same parameters (the broadcasts from the owners).
+  for (const auto& p : sharded.net->parameters()) {
+    auto all = strata::allgather(p.detach().clone());
+    for (int r = 0; r < strata::size(); ++r) EXPECT_TRUE(torch::equal(all[r], p)) << "rank " << r;
+  }
+}
+
+TEST(ShardedOptimizerState, SgdMomentumBitwiseEqualsUnsharded) { expectShardedEqualsUnsharded(sgdMomentum); }
+
+TEST(ShardedOptimizerState, AdamWTwoGroupsBitwiseEqualsUnsharded) { expectShardedEqualsUnsharded(adamwTwoGroups); }
+
+TEST(ShardedOptimizerState, GroupsKeepTheirOptions) {
+  Training sharded = makeRun(adamwTwoGroups, true);
+  const auto& groups = sharded.opt->optimizer().param_groups();
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(static_cast<const torch::optim::AdamWOptions&>(groups[0].options()).lr(), 0.01);
+  EXPECT_EQ(static_cast<const torch::optim::AdamWOptions&>(groups[0].options()).weight_decay(), 0.1);
+  EXPECT_EQ(static_cast<const torch::optim::AdamWOptions&>(groups[1].options()).lr(), 0.02);
+  EXPECT_EQ(static_cast<const torch::optim::AdamWOptions&>(groups[1].options()).weight_decay(), 0.0);
+}
+
+TEST(ShardedOptimizerState, EachRankHoldsOnlyItsShardsState) {
+  Training plain = makeRun(adamwTwoGroups, false);
+  Training sharded = makeRun(adamwTwoGroups, true);
+  for (int step = 0; step < 2; ++step) {
+    trainStep(plain, step);
+    trainStep(sharded, step);
+  }
+  // The partition of the optimizer's parameters (group order), as the sharding computed it.
+  std::vector<torch::Tensor> params;
+  const auto unshardedOrder = adamwTwoGroups(plain.net);
+  for (const auto& g : unshardedOrder->param_groups())
+    for (const auto& p : g.params()) params.push_back(p);
+  std::vector<size_t> bytes;
+  for (const auto& p : params) bytes.push_back(static_cast<size_t>(p.numel()) * p.element_size());
+  const auto owner = collectives::partitionParameters(bytes, strata::size());
+  const size_t mine = collectives::bytesPerPart(bytes, owner, strata::size())[static_cast<size_t>(strata::rank())];
+  // AdamW keeps exp_avg and exp_avg_sq: twice the parameter bytes, of this rank's shard only.
+  EXPECT_EQ(sharded.opt->state_bytes(), 2 * mine);
+  size_t allBytes = 0;
+  for (size_t b : bytes) allBytes += b;
+  EXPECT_EQ(plain.opt->state_bytes(), 2 * allBytes);
+  size_t owned = 0;
+  for (int o : owner) owned += o == strata::rank() ? 1 : 0;
+  EXPECT_EQ(sharded.opt->optimizer().state().size(), owned);
+  // Over all ranks, the shards add up to the unsharded state.
+  int64_t total = static_cast<int64_t>(sharded.opt->state_bytes());
+  strata::world().allreduce(&total, &total, 1, DType::kInt64, ReduceOp::kSum);
+  EXPECT_EQ(total, static_cast<int64_t>(plain.opt->state_bytes()));
+}
+
+TEST(ShardedOptimizerState, AddedParamGroupOnOneRankThrowsOnEveryRank) {
+  Training sharded = makeRun(sgdMomentum, true);
+  trainStep(sharded, 0);
+  if (strata::rank() == strata::size() - 1) {
+    auto extra = torch::zeros({3}, torch::kFloat64).requires_grad_();
+    sharded.opt->optimizer().add_param_group(torch::optim::OptimizerParamGroup({extra}));
+  }
+  try {
+    trainStep(sharded, 1);
+    ADD_FAILURE() << "step() after a param group was added did not throw";
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("shard_optimizer_state"), std::string::npos) << what;
+    EXPECT_NE(what.find("rank " + std::to_string(strata::size() - 1)), std::string::npos) << what;
+    EXPECT_NE(what.find("param group"), std::string::npos) << what;
+  }
+}
+
+TEST(ShardedOptimizerState, TensorOutsideTheModelIsRefused) {
+  auto net = makeUnevenNet();
+  DistributedModel model(net);
+  auto params = net->parameters();
+  params.push_back(torch::zeros({5}, torch::kFloat64).requires_grad_());
+  try {
+    DistributedOptimizer opt(torch::optim::SGD(params, 0.1), model, DistributedOptimizerOptions{1});
+    ADD_FAILURE() << "a tensor outside the model was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("not a parameter of the model"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ShardedOptimizerState, LbfgsIsRefused) {
+  auto net = makeUnevenNet();
+  DistributedModel model(net);
+  try {
+    DistributedOptimizer opt(torch::optim::LBFGS(net->parameters()), model, DistributedOptimizerOptions{1});
+    ADD_FAILURE() << "LBFGS was sharded";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("LBFGS keeps one state"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace strata::testing
