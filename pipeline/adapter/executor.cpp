@@ -73,6 +73,8 @@ void Executor::execute(const Instruction& in) {
     case Op::kBackward:
       backward(in);
       break;
+    case Op::kBackwardWeight:
+      STRATA_THROW(Error, "pipeline: the executor cannot run a split backward (zero_bubble) yet");
     case Op::kSendActivation: {
       Stash& st = stash_.at({in.chunk, in.microbatch});
       send(in, st.output.detach());
