@@ -12,18 +12,10 @@
 #include "core/errors.h"
 #include "pipeline/schedule.h"
 #include "pipeline/simulator.h"
+#include "pipeline/schedule_spec_testing.h"
 
 namespace strata::pipeline {
 namespace {
-
-ScheduleSpec spec(ScheduleKind kind, int p, int m, int cap = 0) {
-  ScheduleSpec s;
-  s.kind = kind;
-  s.partitions = p;
-  s.microbatches = m;
-  s.activeMicrobatches = cap;
-  return s;
-}
 
 std::vector<Program> zeroBubble(int p, int m) { return buildPrograms(spec(ScheduleKind::kZeroBubble, p, m)); }
 std::vector<Program> oneFOneB(int p, int m) { return buildPrograms(spec(ScheduleKind::kInterleaved, p, m, p)); }
