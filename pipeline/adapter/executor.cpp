@@ -361,7 +361,7 @@ void Executor::backwardWeight(const Instruction& in) {
   if (in_->afterBackward) in_->afterBackward(in.chunk, in.microbatch);
   if (timing_)
     observe::observers().stageBackward(
-        {c.globalStage, in.chunk, in.microbatch, in_->step, false, observe::spanSince(startUs)});
+        {c.globalStage, in.chunk, in.microbatch, in_->step, false, observe::spanSince(startUs), true});
   if (st.gradIn.defined()) {  // not sent yet (programs send right after B; kept for safety)
     st.layerInputs.clear();
     st.layerOutputs.clear();
