@@ -35,7 +35,8 @@ struct Options {
 };
 
 // A layer that costs time but no CPU: forward sleeps `ms` per sample-block, backward twice
-// as long. With it the pipeline's timing (bubble, overlap of 2 stages) can be measured on a
+// as long: half for the input gradient (SleepFn) and half for the weight gradient
+// (WeightSleepFn), like a Linear layer, so a split backward (zero_bubble) has a W to move. With it the pipeline's timing (bubble, overlap of 2 stages) can be measured on a
 // loaded machine; the compute is perfectly parallel, so it checks the executor and schedule,
 // not BLAS. The time scales with the microbatch size (ms per 8 samples), as real layers do.
 struct SleepFn : torch::autograd::Function<SleepFn> {
@@ -48,14 +49,29 @@ struct SleepFn : torch::autograd::Function<SleepFn> {
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    sleepFor(2 * ctx->saved_data["ms"].toDouble());
+    sleepFor(ctx->saved_data["ms"].toDouble());
+    return {grads[0], torch::Tensor()};
+  }
+};
+
+// Identity on the weight whose backward sleeps `ms` (already scaled): the W half.
+struct WeightSleepFn : torch::autograd::Function<WeightSleepFn> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor weight, double ms) {
+    ctx->saved_data["ms"] = ms;
+    return weight.clone();
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    SleepFn::sleepFor(ctx->saved_data["ms"].toDouble());
     return {grads[0], torch::Tensor()};
   }
 };
 
 struct SleepLayerImpl : torch::nn::Module {
   explicit SleepLayerImpl(double ms) : ms(ms) { weight = register_parameter("weight", torch::ones({1})); }
-  torch::Tensor forward(torch::Tensor x) { return SleepFn::apply(x, ms) * weight; }
+  torch::Tensor forward(torch::Tensor x) {
+    return SleepFn::apply(x, ms) * WeightSleepFn::apply(weight, ms * static_cast<double>(x.size(0)) / 8.0);
+  }
   double ms;
   torch::Tensor weight;
 };
@@ -113,6 +129,7 @@ struct Result {
   double computeSeconds = 0;  // per rank, mean
   double predictedBubble = 0;
   double predictedStepSeconds = 0;
+  double idleSeconds = 0;  // summed over ranks, per step (median)
   std::vector<int64_t> stashBytes;  // per pipeline rank
   std::vector<int> cut;
 };
@@ -126,7 +143,7 @@ Result runPipeline(torch::nn::Sequential net, const Options& o, const std::strin
   torch::manual_seed(1);
   const torch::Tensor x = torch::randn({o.batch, o.width});
   const torch::Tensor y = torch::randn({o.batch, o.width});
-  std::vector<double> steps, bubbles, computes;
+  std::vector<double> steps, bubbles, computes, idles;
   std::vector<int64_t> stash(static_cast<size_t>(strata::size()), 0);
   for (int s = 0; s <= o.steps; ++s) {
     strata::barrier();
@@ -142,6 +159,7 @@ Result runPipeline(torch::nn::Sequential net, const Options& o, const std::strin
     steps.push_back(worst);
     bubbles.push_back(1.0 - compute / (strata::size() * worst));
     computes.push_back(compute / strata::size());
+    idles.push_back(strata::size() * worst - compute);
     int64_t mine = st.peakStashBytes;
     std::vector<int64_t> all(static_cast<size_t>(strata::size()));
     strata::world().allgather(&mine, all.data(), 1, strata::DType::kInt64);
@@ -152,6 +170,7 @@ Result runPipeline(torch::nn::Sequential net, const Options& o, const std::strin
   r.stepSeconds = median(steps);
   r.measuredBubble = median(bubbles);
   r.computeSeconds = median(computes);
+  r.idleSeconds = median(idles);
   r.predictedBubble = st.predictedBubble;
   r.predictedStepSeconds = st.predictedStepSeconds;
   r.stashBytes = stash;
@@ -264,16 +283,19 @@ int main(int argc, char** argv) {
                 "compute_ms", "samples/s", "bubble%", "pred%", "meas/pred", "pred_ms", "peak_stash", "cut");
   }
   double bubbleRatioInterleaved8 = 0;
+  double idle1F1B8 = 0, idleZeroBubble8 = 0;  // interleaved with active_microbatches = p is 1F1B
   struct Row { std::string schedule; int m; int v; };
   const std::vector<Row> rows = {{"simple", 2, 1},      {"simple", 4, 1},      {"simple", 8, 1},
                                  {"interleaved", 2, 1}, {"interleaved", 4, 1}, {"interleaved", 8, 1},
-                                 {"interleaved", 8, 2}};
+                                 {"interleaved", 8, 2}, {"zero_bubble", 4, 1},  {"zero_bubble", 8, 1}};
   for (const Row& row : rows) {
     const Result r = runPipeline(balancedNet(o), o, mpConfig(row.schedule, p, row.m, row.v));
     const double ratio = r.measuredBubble / std::max(1e-9, r.predictedBubble);
     if (row.schedule == "interleaved" && row.m == 8 && row.v == 1) {
       bubbleRatioInterleaved8 = ratio;
+      idle1F1B8 = r.idleSeconds;
     }
+    if (row.schedule == "zero_bubble" && row.m == 8) idleZeroBubble8 = r.idleSeconds;
     if (root)
       std::printf("%-12s %2d %2d %2d %10.1f %10.1f %10.1f %9.1f %9.1f %8.2f %8.1f %-14s %s\n", row.schedule.c_str(), p,
                   row.m, row.v, r.stepSeconds * 1e3, r.computeSeconds * 1e3, o.batch / r.stepSeconds,
@@ -349,6 +371,7 @@ int main(int argc, char** argv) {
     // Sleep layers tag their lines, so the real-compute lines stay the canonical ones.
     const char* tag = o.sleepMs > 0 ? " (sleep layers)" : "";
     std::printf("# bubble measured/predicted interleaved p=%d m=8%s: %.2f\n", p, tag, bubbleRatioInterleaved8);
+    std::printf("# bubble zero-bubble/1F1B p=%d m=8%s: %.2f\n", p, tag, idleZeroBubble8 / std::max(1e-9, idle1F1B8));
     std::printf("# speedup 2-stage/1-thread m=8%s: %.2f\n", tag, sp.oneThread / sp.pipeline);
     std::printf("# speedup 2-stage/2-thread m=8%s: %.2f\n", tag, sp.twoThreads / sp.pipeline);
     if (p == 2) std::printf("# auto/best-manual step time%s: %.2f\n", tag, autoStep / bestManual);

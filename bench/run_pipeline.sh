@@ -4,7 +4,8 @@
 # machine), then with real compute (only meaningful on a quiet machine: the load average is
 # recorded before and after). Usage: bench/run_pipeline.sh [BUILD_DIR] [STEPS] [WIDTH] [BATCH]
 # Stores the output in $OUT/pipeline.txt (OUT: default bench/results); ends with the summary
-# lines of issue 4.
+# lines of issue 4 (and issue 14: "# bubble zero-bubble/1F1B p=2 m=8", idle time of zero_bubble
+# over 1F1B's, both from the schedule rows above).
 set -euo pipefail
 BUILD="${1:-build}"; STEPS="${2:-5}"; WIDTH="${3:-1536}"; BATCH="${4:-128}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1

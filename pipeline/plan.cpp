@@ -123,6 +123,45 @@ std::string formatPlan(const PipelinePlan& plan) {
   return out.str();
 }
 
+std::vector<ScheduleComparison> compareSchedules(const PipelinePlan& plan) {
+  const ScheduleSpec& spec = plan.request.schedule;
+  if (!plan.partition.ok || !plan.simulation.ok || spec.virtualStages != 1) return {};
+  const CostModel costs = costModelFor(plan.partition, spec.partitions, 1, plan.request.link, spec.dataParallelSize);
+  std::vector<ScheduleComparison> rows;
+  auto add = [&](const std::string& name, ScheduleKind kind, int cap) {
+    ScheduleSpec s = spec;
+    s.kind = kind;
+    s.activeMicrobatches = cap;
+    const SimulationResult r = simulate(buildPrograms(s), costs);
+    STRATA_CHECK(r.ok, "compareSchedules: the ", name, " schedule failed its simulation: ", r.errors.front());
+    int peak = 0;
+    for (const RankStats& rank : r.ranks) peak = std::max(peak, rank.peakInFlight);
+    rows.push_back({name, r.stepSeconds, r.bubbleFraction, r.bubbleOverIdeal, peak});
+  };
+  add("simple (GPipe)", ScheduleKind::kSimple, 0);
+  add("1F1B (interleaved, active_microbatches=" + std::to_string(spec.partitions) + ")", ScheduleKind::kInterleaved,
+      spec.partitions);
+  add("zero_bubble (ZB-H1)", ScheduleKind::kZeroBubble, 0);
+  return rows;
+}
+
+std::string formatScheduleComparison(const std::vector<ScheduleComparison>& rows) {
+  if (rows.empty()) return "";
+  double oneFOneBIdle = 0;  // bubble over ideal of the 1F1B row
+  for (const ScheduleComparison& row : rows)
+    if (row.schedule.rfind("1F1B", 0) == 0) oneFOneBIdle = row.bubbleOverIdeal;
+  std::ostringstream out;
+  out << "schedules on this partition (W = " << fixed(kDefaultWeightGradientShare * 100, 0)
+      << "% of each backward):\n"
+      << pad("schedule", 44) << pad("step ms", 12) << pad("bubble %", 10) << pad("over ideal %", 14)
+      << pad("peak in-flight", 16) << "bubble / 1F1B\n";
+  for (const ScheduleComparison& row : rows)
+    out << pad(row.schedule, 44) << pad(ms(row.stepSeconds), 12) << pad(fixed(row.bubbleFraction * 100, 1), 10)
+        << pad(fixed(row.bubbleOverIdeal * 100, 1), 14) << pad(std::to_string(row.peakInFlight), 16)
+        << (oneFOneBIdle > 0 ? fixed(row.bubbleOverIdeal / oneFOneBIdle, 3) : std::string("-")) << "\n";
+  return out.str();
+}
+
 nlohmann::json chromeTrace(const PipelinePlan& plan) {
   nlohmann::json events = nlohmann::json::array();
   const int p = plan.request.schedule.partitions;

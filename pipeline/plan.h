@@ -40,6 +40,20 @@ PipelinePlan planPipeline(const std::vector<LayerCost>& layers, const PlanReques
 // predicted step time, bubble, busy/idle and peak memory per rank (or why it failed).
 std::string formatPlan(const PipelinePlan& plan);
 
+// The same partition and costs under each schedule with one stage per rank: simple (GPipe),
+// 1F1B (interleaved with active_microbatches = p) and zero_bubble (ZB-H1), each with its
+// predicted step time, bubble, peak in-flight microbatches and bubble relative to 1F1B's.
+// One row per schedule; empty when the plan failed or has virtual stages.
+struct ScheduleComparison {
+  std::string schedule;
+  double stepSeconds = 0;
+  double bubbleFraction = 0;   // idle / rank time
+  double bubbleOverIdeal = 0;  // idle / busy
+  int peakInFlight = 0;        // the most any rank stashes
+};
+std::vector<ScheduleComparison> compareSchedules(const PipelinePlan& plan);
+std::string formatScheduleComparison(const std::vector<ScheduleComparison>& rows);
+
 // The simulated timeline as a Chrome trace (chrome://tracing, Perfetto): one thread per
 // pipeline rank, one complete event per executed instruction (a receive's duration is the
 // time it waited). Empty event list when the plan has no simulation.

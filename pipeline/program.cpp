@@ -7,6 +7,7 @@ const char* opName(Op op) {
     case Op::kLoadMicrobatch: return "load";
     case Op::kForward: return "forward";
     case Op::kBackward: return "backward";
+    case Op::kBackwardWeight: return "backward_weight";
     case Op::kSendActivation: return "send_activation";
     case Op::kRecvActivation: return "recv_activation";
     case Op::kSendGradient: return "send_gradient";

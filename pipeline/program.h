@@ -27,7 +27,11 @@ namespace strata::pipeline {
 enum class Op : uint8_t {
   kLoadMicrobatch,   // first stage: take microbatch `microbatch` of the input (last: of the target)
   kForward,          // run chunk `chunk` forward on microbatch `microbatch`; stash what backward needs
-  kBackward,         // backward of chunk `chunk` for `microbatch`; frees its stash
+  kBackward,         // backward of chunk `chunk` for `microbatch`; frees its stash. When the
+                     // program also has its kBackwardWeight (zero_bubble), only the gradient
+                     // w.r.t. the chunk's input (B); the stash lives on until the W.
+  kBackwardWeight,   // zero_bubble's W: gradients w.r.t. the chunk's parameters for `microbatch`,
+                     // after its kBackward; accumulates them and frees the stash
   kSendActivation,   // output of (chunk, microbatch) to `peer`
   kRecvActivation,   // input of (chunk, microbatch) from `peer`
   kSendGradient,     // gradient w.r.t. the input of (chunk, microbatch) to `peer`

@@ -11,11 +11,13 @@
 namespace strata::pipeline {
 namespace {
 
-// One forward or backward of (local chunk, microbatch) on a rank: the compute-only order.
+// One forward, backward or (zero_bubble) weight-gradient pass of (local chunk, microbatch)
+// on a rank: the compute-only order. A weight unit has forward == false and weight == true.
 struct Unit {
   bool forward = true;
   int chunk = 0;
   int microbatch = 0;
+  bool weight = false;
 };
 using ComputeOrder = std::vector<std::vector<Unit>>;  // [rank] -> units in program order
 
@@ -205,6 +207,34 @@ ComputeOrder interleavedOrder(const ScheduleSpec& spec) {
   }
 }
 
+// ZB-H1 (v == 1): 1F1B's warmup and F B alternation on rank r, with each microbatch's W
+// held back until r more B's have run (at most r W's pending), then the pending W's. In 1F1B
+// rank r idles while the gradient of its next microbatch travels down and back; here the
+// held-back W's run in those gaps instead, and the B's (all the upstream ranks wait for)
+// are not delayed by W's. Stashed microbatches (F done, W not) peak at
+// (p-r-1) + r + 1 = p: no more than stage 0 holds under 1F1B.
+ComputeOrder zeroBubbleOrder(const ScheduleSpec& spec) {
+  const int p = spec.partitions, m = spec.microbatches;
+  ComputeOrder order(at(p));
+  for (int r = 0; r < p; ++r) {
+    std::vector<Unit>& o = order[at(r)];
+    const int warmup = std::min(p - r - 1, m);
+    int f = 0, b = 0, w = 0;
+    while (f < warmup) o.push_back({true, 0, f++});
+    auto backwardThenMaybeWeight = [&] {
+      o.push_back({false, 0, b++});
+      if (b > r) o.push_back({false, 0, w++, true});
+    };
+    while (f < m) {
+      o.push_back({true, 0, f++});
+      backwardThenMaybeWeight();
+    }
+    while (b < m) backwardThenMaybeWeight();
+    while (w < m) o.push_back({false, 0, w++, true});
+  }
+  return order;
+}
+
 struct Message {
   bool gradient = false;
   int microbatch = 0;
@@ -223,6 +253,7 @@ std::vector<Program> lower(const ScheduleSpec& spec, const ComputeOrder& order) 
   std::vector<std::vector<std::vector<Message>>> channel(at(p), std::vector<std::vector<Message>>(at(p)));
   for (int q = 0; q < p; ++q)
     for (const Unit& u : order[at(q)]) {
+      if (u.weight) continue;  // a W sends nothing
       const int g = u.chunk * p + q;
       if (u.forward && g + 1 < stages && rankOf(g + 1) != q)
         channel[at(q)][at(rankOf(g + 1))].push_back({false, u.microbatch, g + 1});
@@ -250,7 +281,9 @@ std::vector<Program> lower(const ScheduleSpec& spec, const ComputeOrder& order) 
     };
     for (const Unit& u : order[at(r)]) {
       const int g = u.chunk * p + r;
-      if (u.forward) {
+      if (u.weight) {
+        prog.instructions.push_back({Op::kBackwardWeight, u.microbatch, u.chunk, -1});
+      } else if (u.forward) {
         if (g == 0 || g == stages - 1) prog.instructions.push_back({Op::kLoadMicrobatch, u.microbatch, u.chunk, -1});
         if (g > 0 && rankOf(g - 1) != r) receiveThrough(rankOf(g - 1), {false, u.microbatch, g});
         prog.instructions.push_back({Op::kForward, u.microbatch, u.chunk, -1});
@@ -272,7 +305,8 @@ std::vector<Program> lower(const ScheduleSpec& spec, const ComputeOrder& order) 
 }  // namespace
 
 constexpr NamedValue<ScheduleKind> kScheduleKinds[] = {{ScheduleKind::kSimple, "simple"},
-                                                       {ScheduleKind::kInterleaved, "interleaved"}};
+                                                       {ScheduleKind::kInterleaved, "interleaved"},
+                                                       {ScheduleKind::kZeroBubble, "zero_bubble"}};
 
 ScheduleKind parseScheduleKind(const std::string& name) {
   return parseNamed(kScheduleKinds, name, "pipeline: unknown schedule");
@@ -289,6 +323,9 @@ void validateSpec(const ScheduleSpec& spec) {
     STRATA_THROW(ConfigError, "active_microbatches must be >= 1 (or unset), got ", spec.activeMicrobatches);
   if (spec.dataParallelSize < 1)
     STRATA_THROW(ConfigError, "data-parallel size must be >= 1, got ", spec.dataParallelSize);
+  if (spec.kind == ScheduleKind::kZeroBubble && spec.virtualStages != 1)
+    STRATA_THROW(ConfigError, "virtual_stages must be 1 with pipeline \"zero_bubble\" (ZB-H1), got ",
+                 spec.virtualStages);
   // Guard the tag fields (24 bits each) and absurd plans.
   constexpr int kMaxField = 1 << 20;
   if (spec.microbatches > kMaxField || spec.numStages() > kMaxField)
@@ -301,16 +338,24 @@ int resolvedActiveMicrobatches(const ScheduleSpec& spec) {
 
 std::vector<Program> buildPrograms(const ScheduleSpec& spec) {
   validateSpec(spec);
-  const ComputeOrder order = spec.kind == ScheduleKind::kSimple ? simpleOrder(spec) : interleavedOrder(spec);
-  return lower(spec, order);
+  switch (spec.kind) {
+    case ScheduleKind::kSimple: return lower(spec, simpleOrder(spec));
+    case ScheduleKind::kInterleaved: return lower(spec, interleavedOrder(spec));
+    case ScheduleKind::kZeroBubble: return lower(spec, zeroBubbleOrder(spec));
+  }
+  STRATA_THROW(Error, "schedule: unknown kind ", static_cast<int>(spec.kind));
 }
 
 std::vector<int> peakInFlightPerStage(const std::vector<Program>& programs, int partitions, int virtualStages) {
   std::vector<int> peak(at(partitions * virtualStages), 0);
   for (const Program& prog : programs) {
     std::vector<int> live(at(virtualStages), 0);
+    // A split backward (zero_bubble) keeps the stash until the W.
+    const bool split = std::any_of(prog.instructions.begin(), prog.instructions.end(),
+                                   [](const Instruction& in) { return in.op == Op::kBackwardWeight; });
+    const Op frees = split ? Op::kBackwardWeight : Op::kBackward;
     for (const Instruction& in : prog.instructions) {
-      if (in.op != Op::kForward && in.op != Op::kBackward) continue;
+      if (in.op != Op::kForward && in.op != frees) continue;
       STRATA_CHECK(in.chunk >= 0 && in.chunk < virtualStages, "rank ", prog.rank, ": chunk ", in.chunk,
                    " out of range");
       int& n = live[at(in.chunk)];
@@ -341,6 +386,7 @@ std::string formatInstruction(const Instruction& in, int rank, int partitions) {
     case Op::kLoadMicrobatch: out << g << "LOAD" << in.microbatch; break;
     case Op::kForward: out << g << "F" << in.microbatch; break;
     case Op::kBackward: out << g << "B" << in.microbatch; break;
+    case Op::kBackwardWeight: out << g << "W" << in.microbatch; break;
     case Op::kSendActivation: out << g << "SEND_A" << in.microbatch << ">" << in.peer; break;
     case Op::kRecvActivation: out << g << "RECV_A" << in.microbatch << "<" << in.peer; break;
     case Op::kSendGradient: out << g << "SEND_G" << in.microbatch << ">" << in.peer; break;

@@ -17,6 +17,16 @@
 //                alternates. Megatron needs m % p == 0 (groups of p); we accept any m by
 //                sharing the m microbatches evenly among max(1, m / p) groups (each >= p
 //                when m >= p), and the bubble is (p-1)/(v*m) over ideal for every m >= p.
+//   zero_bubble  ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024): the
+//                backward is split into B (gradient w.r.t. the stage input, kBackward, sent
+//                upstream at once) and W (gradients w.r.t. the parameters, kBackwardWeight).
+//                Rank r runs 1F1B's p-r-1 warmup forwards, then F B pairs in which W is held
+//                back by r microbatches, so the W's that would run in 1F1B's bubble fill it
+//                instead; the held-back W's drain at the end. A stage keeps a microbatch from
+//                F to W: at most min(p, m) on every rank, 1F1B's peak (stage 0). With
+//                t_F = t_B = t_W the bubble over ideal is (p-1)/(3m), a third of 1F1B's.
+//                W's run in ascending microbatch order, so parameter gradients accumulate
+//                in the same order as the other schedules and one process. v = 1 only.
 //
 // Every order is proven by construction: it is extracted from a feasible execution, and
 // receives are placed in the order the peer sends on that channel (FIFO). The simulator
@@ -30,9 +40,10 @@
 
 namespace strata::pipeline {
 
-enum class ScheduleKind { kSimple, kInterleaved };
+enum class ScheduleKind { kSimple, kInterleaved, kZeroBubble };
 
-// "simple" | "interleaved"; anything else throws strata::ConfigError naming `pipeline`.
+// "simple" | "interleaved" | "zero_bubble"; anything else throws strata::ConfigError naming
+// `pipeline` and listing the valid names.
 ScheduleKind parseScheduleKind(const std::string& name);
 const char* scheduleKindName(ScheduleKind kind);
 
@@ -49,7 +60,8 @@ struct ScheduleSpec {
 };
 
 // Throws strata::ConfigError naming the field and value: partitions, microbatches,
-// virtual_stages, data-parallel size below 1, or active_microbatches below 0.
+// virtual_stages, data-parallel size below 1, active_microbatches below 0, or zero_bubble
+// with virtual_stages above 1.
 void validateSpec(const ScheduleSpec& spec);
 
 // The cap actually used: activeMicrobatches, or p + 2 when 0.
@@ -58,8 +70,9 @@ int resolvedActiveMicrobatches(const ScheduleSpec& spec);
 // One program per pipeline rank, index = rank. Validates the spec first.
 std::vector<Program> buildPrograms(const ScheduleSpec& spec);
 
-// Peak number of microbatches stashed (forward done, backward not yet) per global stage,
-// read off the programs (independent of timing). Index = global stage.
+// Peak number of microbatches stashed (forward done, backward not yet; with a split
+// backward: W not yet) per global stage, read off the programs (independent of timing).
+// Index = global stage.
 std::vector<int> peakInFlightPerStage(const std::vector<Program>& programs, int partitions,
                                       int virtualStages);
 
@@ -72,7 +85,8 @@ inline int globalStage(int rank, int chunk, int partitions) { return chunk * par
 uint64_t instructionTag(const Instruction& instruction, int rank, int partitions);
 
 // Compact forms for logs and test failures, torch-style: "1F0" = global stage 1 forward
-// microbatch 0; "1SEND_A0>2", "2RECV_A0<1", "1SEND_G0>0", "0RECV_G0<1", "0LOAD0", "REDUCE",
+// microbatch 0; "1B0" its backward (zero_bubble: the input-gradient part), "1W0" its weight
+// gradients; "1SEND_A0>2", "2RECV_A0<1", "1SEND_G0>0", "0RECV_G0<1", "0LOAD0", "REDUCE",
 // "STEP". A program prints as its rank then the instructions separated by spaces.
 std::string formatInstruction(const Instruction& instruction, int rank, int partitions);
 std::string formatProgram(const Program& program, int partitions);

@@ -35,7 +35,8 @@ struct RankState {
   int liveTotal = 0;
   size_t liveBytes = 0;
   // (stage, microbatch) whose input activation / output gradient is available here.
-  std::set<std::pair<int, int>> activationIn, gradientIn, forwardDone, backwardDone, loaded;
+  std::set<std::pair<int, int>> activationIn, gradientIn, forwardDone, backwardDone, weightDone, loaded;
+  bool split = false;  // the program has W's (zero_bubble): B's cost less, W's free the stash
 };
 
 class Simulation {
@@ -45,7 +46,11 @@ class Simulation {
     channels_.assign(at(p_), std::vector<std::deque<InFlightMessage>>(at(p_)));
     linkFree_.assign(at(p_), std::vector<double>(at(p_), 0));
     ranks_.assign(at(p_), RankState{});
-    for (RankState& r : ranks_) r.live.assign(at(v_), 0);
+    for (int r = 0; r < p_; ++r) {
+      ranks_[at(r)].live.assign(at(v_), 0);
+      for (const Instruction& in : programs_[at(r)].instructions)
+        if (in.op == Op::kBackwardWeight) ranks_[at(r)].split = true;
+    }
     result_.ranks.assign(at(p_), RankStats{});
     result_.peakInFlightPerStage.assign(at(stages_), 0);
     result_.peakStashBytesPerStage.assign(at(stages_), 0);
@@ -101,10 +106,17 @@ class Simulation {
         if (g + 1 < stages_ && !st.gradientIn.count(key)) return fail(r, "runs before its output gradient arrived");
         st.backwardDone.insert(key);
         if (g > 0 && (g - 1) % p_ == r) st.gradientIn.insert({g - 1, in.microbatch});
-        duration = costs_.stages[at(g)].backwardSeconds;
-        st.live[at(in.chunk)] -= 1;
-        st.liveTotal -= 1;
-        st.liveBytes -= costs_.stages[at(g)].stashBytes;
+        const StageCost& cost = costs_.stages[at(g)];
+        duration = st.split ? cost.backwardSeconds - cost.weightGradientSeconds : cost.backwardSeconds;
+        if (!st.split) release(st, g, in.chunk);
+        break;
+      }
+      case Op::kBackwardWeight: {
+        if (!st.backwardDone.count(key)) return fail(r, "runs the weight gradients before the input gradient (B)");
+        if (st.weightDone.count(key)) return fail(r, "runs the weight gradients twice");
+        st.weightDone.insert(key);
+        duration = costs_.stages[at(g)].weightGradientSeconds;
+        release(st, g, in.chunk);
         break;
       }
       case Op::kSendActivation:
@@ -152,6 +164,12 @@ class Simulation {
     record(r, start, st.clock);
     ++st.pc;
     return true;
+  }
+
+  void release(RankState& st, int g, int chunk) {
+    st.live[at(chunk)] -= 1;
+    st.liveTotal -= 1;
+    st.liveBytes -= costs_.stages[at(g)].stashBytes;
   }
 
   void noteInFlight(int r, int g, int chunk) {
@@ -212,6 +230,9 @@ class Simulation {
       if (st.forwardDone.size() != st.backwardDone.size())
         result_.errors.push_back(c10::str("rank ", r, " runs ", st.forwardDone.size(), " forwards but ",
                                           st.backwardDone.size(), " backwards"));
+      if (st.split && st.weightDone.size() != st.backwardDone.size())
+        result_.errors.push_back(c10::str("rank ", r, " runs ", st.backwardDone.size(), " input-gradient passes (B) but ",
+                                          st.weightDone.size(), " weight-gradient passes (W)"));
     }
   }
 
@@ -286,6 +307,7 @@ CostModel uniformCostModel(int partitions, int virtualStages, double forwardSeco
   StageCost stage;
   stage.forwardSeconds = forwardSeconds;
   stage.backwardSeconds = backwardSeconds;
+  stage.weightGradientSeconds = backwardSeconds * kDefaultWeightGradientShare;
   stage.outputBytes = activationBytes;
   stage.stashBytes = activationBytes;
   costs.stages.assign(at(partitions * virtualStages), stage);
@@ -302,7 +324,8 @@ CostModel costModelFor(const Partition& partition, int partitions, int virtualSt
   costs.virtualStages = virtualStages;
   costs.link = link;
   for (const StagePlan& s : partition.stages)
-    costs.stages.push_back({s.forwardSeconds, s.backwardSeconds, s.outputBytes, s.stashBytes, s.staticBytes});
+    costs.stages.push_back({s.forwardSeconds, s.backwardSeconds, s.backwardSeconds * kDefaultWeightGradientShare,
+                            s.outputBytes, s.stashBytes, s.staticBytes});
   if (dataParallelSize > 1) {
     // Ring AllReduce of the rank's gradients: 2 (d-1) steps of bytes/d each.
     const double d = dataParallelSize;

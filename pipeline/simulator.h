@@ -2,6 +2,11 @@
 // semantics (eager sends, blocking receives, FIFO per ordered rank pair, tag check) and a cost
 // model, and predicts step time, busy/idle time, bubble and in-flight activations.
 //
+// Split backward (zero_bubble): a rank whose program has a kBackwardWeight for (stage,
+// microbatch) pays backwardSeconds - weightGradientSeconds for the kBackward and
+// weightGradientSeconds for the W, and keeps the microbatch stashed until the W. The
+// simulator checks that every B of such a rank has exactly one W, after it.
+//
 // Message timing: a send costs its rank nothing; the message occupies the link (src, dst)
 // for bytes / bandwidth after both the send and the previous message on that link, then
 // arrives `latency` later. A receive waits for the head message of its channel; a head with
@@ -19,9 +24,17 @@
 
 namespace strata::pipeline {
 
+// The share of a backward that is the weight-gradient pass (zero_bubble's W) when only the
+// total backward time is known (the layer profile measures forward and backward): a Linear
+// or convolution layer's backward is two products the size of its forward, one for the
+// input gradient and one for the weight gradient, so half of it (the zero-bubble paper's
+// t_B = t_W). Layers without parameters have no W, so this overstates W for them.
+constexpr double kDefaultWeightGradientShare = 0.5;
+
 struct StageCost {
   double forwardSeconds = 0;
-  double backwardSeconds = 0;
+  double backwardSeconds = 0;        // the whole backward (B + W)
+  double weightGradientSeconds = 0;  // its W part: a split B costs backwardSeconds - this
   size_t outputBytes = 0;  // activation sent to the next stage (its gradient comes back)
   size_t stashBytes = 0;   // per microbatch in flight
   size_t staticBytes = 0;  // parameters + gradients + optimizer state
@@ -37,13 +50,15 @@ struct CostModel {
   double optimizerSeconds = 0;            // kOptimizerStep
 };
 
-// Every stage costs forward/backward seconds and moves activationBytes; no memory.
+// Every stage costs forward/backward seconds and moves activationBytes; no memory. W is
+// kDefaultWeightGradientShare of the backward.
 CostModel uniformCostModel(int partitions, int virtualStages, double forwardSeconds,
                            double backwardSeconds, size_t activationBytes = 0,
                            LinkModel link = {});
 
 // Costs from a partition of a layer profile (stage k of the partition = global stage k,
-// so the partition must have p * v stages). With dataParallelSize > 1 each rank's
+// so the partition must have p * v stages); W is kDefaultWeightGradientShare of each
+// stage's backward. With dataParallelSize > 1 each rank's
 // kReduceGradients is a ring AllReduce of its gradient bytes over the same link:
 // 2 (d-1) latencies + 2 (d-1)/d * bytes / bandwidth.
 CostModel costModelFor(const Partition& partition, int partitions, int virtualStages,

@@ -148,8 +148,10 @@ void Engine::makePlan(const torch::Tensor& sampleMicrobatch, Group& world, doubl
   if (builder_) buildLocalLayers(world);
   connectTies();
   shapeCache_[sampleMicrobatch.sizes().vec()] = measured.shapes;
+  // The last instruction that makes parameter gradients (the data-parallel buckets are
+  // armed for it): the last backward, or with a split backward the last W.
   for (const Instruction& in : program().instructions)
-    if (in.op == Op::kBackward) lastBackward_ = {in.chunk, in.microbatch};
+    if (in.op == Op::kBackward || in.op == Op::kBackwardWeight) lastBackward_ = {in.chunk, in.microbatch};
   ExecutorSetup setup;
   setup.layers = &layers_;
   setup.chunks = chunks_;
@@ -158,6 +160,7 @@ void Engine::makePlan(const torch::Tensor& sampleMicrobatch, Group& world, doubl
   setup.numStages = request.schedule.numStages();
   setup.pipelineGroup = ppGroup_.get();
   setup.activationCheckpointing = mp_.activationCheckpointing;
+  setup.splitBackward = request.schedule.kind == ScheduleKind::kZeroBubble;
   executor_ = std::make_unique<Executor>(std::move(setup));
 }
 

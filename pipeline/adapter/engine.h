@@ -71,7 +71,8 @@ class Engine {
   std::vector<std::pair<std::string, torch::Tensor>> localParameters() const;
   std::vector<std::pair<std::string, torch::Tensor>> localBuffers() const;
   int localChunks() const { return static_cast<int>(chunks_.size()); }
-  // The (chunk, microbatch) of this rank's last backward in the program.
+  // The (chunk, microbatch) of this rank's last backward in the program (with a split
+  // backward, zero_bubble: its last W, which makes the last parameter gradients).
   std::pair<int, int> lastBackward() const { return lastBackward_; }
 
   // One training step (the StepInputs' shapes and seeds are filled in here).

@@ -3,6 +3,8 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/types.h>
 
+#include <algorithm>
+
 #include "core/errors.h"
 #include "core/seconds_since.h"
 #include "core/logging.h"
@@ -18,11 +20,32 @@ using Clock = std::chrono::steady_clock;
 
 int64_t bytesOf(const torch::Tensor& t) { return t.defined() ? static_cast<int64_t>(t.nbytes()) : 0; }
 
+// Split backward: the next layer's input, a leaf cut from `output` (so B and W can take
+// one layer's backward at a time); it requires grad when `output` does.
+torch::Tensor cutAfter(const torch::Tensor& output) {
+  torch::Tensor input = output.detach();
+  if (output.requires_grad()) input.requires_grad_(true);
+  return input;
+}
+
+// Each tensor once (a tensor registered in two layers of one stage is one parameter).
+std::vector<torch::Tensor> trainableParameters(const std::vector<Layer>& layers, int begin, int end) {
+  std::vector<torch::Tensor> out;
+  for (const auto& [name, p] : namedParameters(layers, begin, end)) {
+    if (!p.requires_grad()) continue;
+    const bool seen = std::any_of(out.begin(), out.end(), [&, &t = p](const torch::Tensor& q) { return q.is_same(t); });
+    if (!seen) out.push_back(p);
+  }
+  return out;
+}
+
 }  // namespace
 
 Executor::Executor(ExecutorSetup setup) : setup_(std::move(setup)) {
   STRATA_CHECK(setup_.layers != nullptr && !setup_.chunks.empty(), "pipeline executor: no layers or chunks");
   STRATA_CHECK(setup_.pipelineGroup != nullptr || setup_.partitions == 1, "pipeline executor: no pipeline group");
+  STRATA_CHECK(!(setup_.splitBackward && setup_.activationCheckpointing),
+               "pipeline executor: a split backward (zero_bubble) with activation checkpointing");
 }
 
 StepReport Executor::run(const Program& program, const StepInputs& inputs) {
@@ -71,6 +94,9 @@ void Executor::execute(const Instruction& in) {
     case Op::kBackward:
       backward(in);
       break;
+    case Op::kBackwardWeight:
+      backwardWeight(in);
+      break;
     case Op::kSendActivation: {
       Stash& st = stash_.at({in.chunk, in.microbatch});
       send(in, st.output.detach());
@@ -88,7 +114,8 @@ void Executor::execute(const Instruction& in) {
       STRATA_CHECK(it != stash_.end() && it->second.gradIn.defined(), "pipeline: sending the input gradient of chunk ",
                    in.chunk, " microbatch ", in.microbatch, " before its backward");
       send(in, it->second.gradIn);
-      stash_.erase(it);
+      it->second.gradIn = torch::Tensor();
+      if (!setup_.splitBackward || it->second.layerOutputs.empty()) stash_.erase(it);  // else W frees it
       break;
     }
     case Op::kRecvGradient: {
@@ -125,12 +152,30 @@ torch::Tensor Executor::forwardChunk(int chunk, int microbatch, const torch::Ten
   const ChunkRange& c = setup_.chunks.at(static_cast<size_t>(chunk));
   SeedContext seed;
   if (in_->seedBase) seed = SeedContext{*in_->seedBase, in_->step, microbatch};
-  if (timing_) return recordedForward(chunk, microbatch, x, in_->seedBase ? &seed : nullptr);
-  return runLayers(*setup_.layers, c.begin, c.end, x, in_->seedBase ? &seed : nullptr);
+  Stash* cuts = cutsFor(chunk, microbatch);
+  if (timing_) return recordedForward(chunk, microbatch, x, in_->seedBase ? &seed : nullptr, cuts);
+  if (cuts == nullptr) return runLayers(*setup_.layers, c.begin, c.end, x, in_->seedBase ? &seed : nullptr);
+  cuts->layerInputs.clear();
+  cuts->layerOutputs.clear();
+  torch::Tensor y = x;
+  for (int i = c.begin; i < c.end; ++i) {
+    if (i > c.begin) y = cutAfter(y);
+    cuts->layerInputs.push_back(y);
+    y = runLayers(*setup_.layers, i, i + 1, y, in_->seedBase ? &seed : nullptr);
+    cuts->layerOutputs.push_back(y);
+  }
+  return y;
+}
+
+Executor::Stash* Executor::cutsFor(int chunk, int microbatch) {
+  if (!setup_.splitBackward || !torch::GradMode::is_enabled()) return nullptr;
+  auto it = stash_.find({chunk, microbatch});
+  return it == stash_.end() ? nullptr : &it->second;
 }
 
 // runLayers reporting each layer inside the stage's chain (same seeding).
-torch::Tensor Executor::recordedForward(int chunk, int microbatch, const torch::Tensor& x, const SeedContext* seed) {
+torch::Tensor Executor::recordedForward(int chunk, int microbatch, const torch::Tensor& x, const SeedContext* seed,
+                                        Stash* cuts) {
   const ChunkRange& c = setup_.chunks.at(static_cast<size_t>(chunk));
   const std::vector<Layer>& layers = *setup_.layers;
   observe::LayerChain chain;
@@ -147,12 +192,19 @@ torch::Tensor Executor::recordedForward(int chunk, int microbatch, const torch::
       std::move(chain), x, interest, [](size_t) { return std::vector<torch::Tensor>(); },
       /*timeLayerBackward=*/false);  // the stage's backward is timed in backward()
   torch::Tensor y = x;
+  if (cuts) {
+    cuts->layerInputs.clear();
+    cuts->layerOutputs.clear();
+  }
   for (int i = c.begin; i < c.end; ++i) {
     const auto k = static_cast<size_t>(i - c.begin);
     if (seed) torch::manual_seed(layerSeed(seed->base, seed->step, seed->microbatch, i));
+    if (cuts && i > c.begin) y = cutAfter(y);
+    if (cuts) cuts->layerInputs.push_back(y);
     recorder.begin(k);
     y = layers[static_cast<size_t>(i)].module.forward<torch::Tensor>(y);
     recorder.end(k, &y);
+    if (cuts) cuts->layerOutputs.push_back(y);
   }
   recorder.finish(y);
   return y;
@@ -204,6 +256,16 @@ void Executor::backward(const Instruction& in) {
   STRATA_CHECK(it != stash_.end(), "pipeline: backward of chunk ", in.chunk, " microbatch ", in.microbatch,
                " without its forward");
   Stash& st = it->second;
+  if (setup_.splitBackward) {
+    backwardInput(in, st);
+    const double seconds = secondsSince(start);
+    report_.computeSeconds += seconds;
+    report_.backwardSeconds += seconds;
+    if (timing_)
+      observe::observers().stageBackward({setup_.chunks.at(static_cast<size_t>(in.chunk)).globalStage, in.chunk,
+                                          in.microbatch, in_->step, false, observe::spanSince(startUs)});
+    return;
+  }
   if (in_->beforeBackward) in_->beforeBackward(in.chunk, in.microbatch);
   if (isLastStage(in.chunk)) {
     STRATA_CHECK(st.loss.defined(), "the step function did not call model.backward(loss) for microbatch ",
@@ -229,7 +291,87 @@ void Executor::backward(const Instruction& in) {
   } else {
     stash_.erase(it);
   }
-  report_.computeSeconds += secondsSince(start);
+  const double seconds = secondsSince(start);
+  report_.computeSeconds += seconds;
+  report_.backwardSeconds += seconds;
+}
+
+// B: the gradient w.r.t. the stage input, layer by layer from the root (the output with the
+// received gradient, or the loss / m on the last stage), keeping each layer's output
+// gradient for W. The graph is retained for W.
+void Executor::backwardInput(const Instruction& in, Stash& st) {
+  const bool last = isLastStage(in.chunk);
+  if (last) {
+    STRATA_CHECK(st.loss.defined(), "the step function did not call model.backward(loss) for microbatch ",
+                 in.microbatch, " on the last pipeline stage");
+  } else {
+    STRATA_CHECK(st.gradOut.defined(), "pipeline: backward of chunk ", in.chunk, " microbatch ", in.microbatch,
+                 " before its output gradient was received");
+  }
+  STRATA_CHECK(!st.layerOutputs.empty(), "pipeline: split backward of chunk ", in.chunk, " microbatch ", in.microbatch,
+               " without its layers' forward (the step function must call the model once per microbatch)");
+  const size_t n = st.layerOutputs.size();
+  // The root replaces the last layer's output; on the last stage the scaled loss, as in
+  // the full backward: the one place the loss is scaled.
+  if (last) st.layerOutputs[n - 1] = st.loss / in_->microbatches;
+  st.layerOutputGrads.assign(n, torch::Tensor());
+  if (!last) st.layerOutputGrads[n - 1] = st.gradOut;
+  torch::Tensor inputGrad;
+  for (size_t k = n; k-- > 0;) {
+    const torch::Tensor& x = st.layerInputs[k];
+    const torch::Tensor& y = st.layerOutputs[k];
+    if (!x.requires_grad() || !y.requires_grad()) break;  // nothing before it needs a gradient
+    if (!last || k + 1 < n) STRATA_CHECK(st.layerOutputGrads[k].defined(), "pipeline: no gradient reached layer ", k);
+    torch::Tensor g = torch::autograd::grad({y}, {x}, {st.layerOutputGrads[k]}, /*retain_graph=*/true,
+                                            /*create_graph=*/false, /*allow_unused=*/true)[0];
+    if (!g.defined()) g = torch::zeros_like(x);
+    if (k > 0) st.layerOutputGrads[k - 1] = g;
+    else inputGrad = g;
+  }
+  st.inputGradientDone = true;
+  if (setup_.chunks.at(static_cast<size_t>(in.chunk)).globalStage > 0)
+    st.gradIn = inputGrad.defined() ? inputGrad : torch::zeros_like(st.input);
+}
+
+// W: every layer's parameter gradients from its output gradient, in one backward restricted
+// to the chunk's parameters (accumulated into .grad); frees the stash.
+void Executor::backwardWeight(const Instruction& in) {
+  const auto start = Clock::now();
+  const int64_t startUs = timing_ ? observe::observers().nowUs() : -1;
+  STRATA_CHECK(setup_.splitBackward, "pipeline: a weight-gradient pass (W) in a program without split backward");
+  auto it = stash_.find({in.chunk, in.microbatch});
+  STRATA_CHECK(it != stash_.end() && it->second.inputGradientDone, "pipeline: weight gradients of chunk ", in.chunk,
+               " microbatch ", in.microbatch, " before its input gradient (B)");
+  Stash& st = it->second;
+  const ChunkRange& c = setup_.chunks.at(static_cast<size_t>(in.chunk));
+  if (in_->beforeBackward) in_->beforeBackward(in.chunk, in.microbatch);
+  std::vector<torch::Tensor> roots, grads;
+  for (size_t k = 0; k < st.layerOutputs.size(); ++k) {
+    const torch::Tensor& y = st.layerOutputs[k];
+    const bool root = k + 1 == st.layerOutputs.size() && isLastStage(in.chunk);  // the loss: implicit 1
+    if (!y.requires_grad() || (!root && !st.layerOutputGrads[k].defined())) continue;
+    roots.push_back(y);
+    grads.push_back(st.layerOutputGrads[k]);
+  }
+  const std::vector<torch::Tensor> params = trainableParameters(*setup_.layers, c.begin, c.end);
+  if (!roots.empty() && !params.empty())
+    torch::autograd::backward(roots, grads, /*retain_graph=*/false, /*create_graph=*/false, params);
+  if (in_->afterBackward) in_->afterBackward(in.chunk, in.microbatch);
+  if (timing_)
+    observe::observers().stageBackward(
+        {c.globalStage, in.chunk, in.microbatch, in_->step, false, observe::spanSince(startUs), true});
+  if (st.gradIn.defined()) {  // not sent yet (programs send right after B; kept for safety)
+    st.layerInputs.clear();
+    st.layerOutputs.clear();
+    st.layerOutputGrads.clear();
+    st.output = st.loss = st.gradOut = torch::Tensor();
+  } else {
+    stash_.erase(it);
+  }
+  const double seconds = secondsSince(start);
+  report_.computeSeconds += seconds;
+  report_.backwardSeconds += seconds;
+  report_.weightGradientSeconds += seconds;
 }
 
 void Executor::trackStash() {

@@ -14,6 +14,19 @@
 // stage (except the last global one) runs its forward without autograd and keeps only the
 // input; backward recomputes the forward with the same RNG seeds, then differentiates it.
 //
+// Split backward (zero_bubble, setup.splitBackward): the forward cuts the chunk's autograd
+// graph at every layer boundary (each layer's input is a fresh leaf detached from the
+// previous layer's output) and keeps every layer's input and output. kBackward (B) then walks
+// the layers from the last to the first with torch::autograd::grad(output, input,
+// retain_graph), which runs only the input-gradient half of each layer's backward, and the
+// stage input's gradient goes upstream at once. kBackwardWeight (W) later runs one
+// torch::autograd::backward over every layer's output with the gradients B found, restricted
+// to the chunk's parameters: only the weight-gradient half runs, nothing is computed twice,
+// and the gradients accumulate into .grad exactly as a full backward would (bitwise: the same
+// kernels on the same tensors; W's run in microbatch order). The stash lives until W. The
+// data-parallel and tied-gradient callbacks (before/afterBackward) wrap W, where parameter
+// gradients are made. A layer must not modify its input in place (its input is a leaf).
+//
 // Observing (src/adapter/observers.h): while an observer times (the profiler's
 // framework_profile window), the executor reports per chunk forward a chain "stage <s>" with
 // its layers (chainForward, layerForward), per chunk backward a stageBackward, every send
@@ -55,6 +68,7 @@ struct ExecutorSetup {
   int numStages = 1;               // p * v
   Group* pipelineGroup = nullptr;  // ranks of this pipeline, index = pipeline rank
   bool activationCheckpointing = false;
+  bool splitBackward = false;  // zero_bubble: kBackward is B, kBackwardWeight is W
 };
 
 // What the last global stage does with one microbatch: call the user's step function with
@@ -80,6 +94,8 @@ struct StepInputs {
 struct StepReport {
   std::vector<torch::Tensor> outputs;  // last global stage only: the step function's results
   double computeSeconds = 0;           // forward + backward on this rank
+  double backwardSeconds = 0;          // of which backward (B and W when split)
+  double weightGradientSeconds = 0;    // of which W (split backward only)
   double recvWaitSeconds = 0;          // blocked in receives
   double totalSeconds = 0;
   int peakInFlight = 0;                // chunk-microbatches stashed at once
@@ -106,11 +122,19 @@ class Executor {
     torch::Tensor gradOut;   // received gradient w.r.t. output
     torch::Tensor gradIn;    // gradient w.r.t. input, to send
     bool checkpointed = false;
+    // Split backward: per layer of the chunk its input (a leaf cut from the previous output;
+    // the first is `input`), its output (the last is the root: `output`, or the scaled loss
+    // on the last stage) and, after B, the gradient w.r.t. that output.
+    std::vector<torch::Tensor> layerInputs, layerOutputs, layerOutputGrads;
+    bool inputGradientDone = false;  // B ran (its gradient may still wait to be sent)
   };
 
   void execute(const Instruction& in);
   void forward(const Instruction& in);
   void backward(const Instruction& in);
+  void backwardInput(const Instruction& in, Stash& st);   // split: B
+  void backwardWeight(const Instruction& in);             // split: W
+  Stash* cutsFor(int chunk, int microbatch);  // where a split forward records its layers
   void send(const Instruction& in, const torch::Tensor& tensor);
   torch::Tensor recv(const Instruction& in, const TensorShape& shape);
   const TensorShape& inputShape(int globalStage) const;
@@ -118,7 +142,8 @@ class Executor {
   bool isLastStage(int chunk) const;
   void trackStash();
   void finishSends();
-  torch::Tensor recordedForward(int chunk, int microbatch, const torch::Tensor& x, const SeedContext* seed);
+  torch::Tensor recordedForward(int chunk, int microbatch, const torch::Tensor& x, const SeedContext* seed,
+                                Stash* cuts);
   void reportTransfer(const Instruction& in, int64_t startUs, int64_t bytes);
 
   ExecutorSetup setup_;

@@ -44,16 +44,21 @@ std::string describeModel(const torch::nn::Module& module) {
   return out.str();
 }
 
-void checkModelsMatch(Group& group, const std::string& description) {
+namespace {
+
+// Collective: empty when every rank's description equals rank 0's, else "rank(s) <list>
+// differ from rank 0); <first difference or 'this rank matches rank 0'>" (same on every
+// rank except the detail).
+std::string differenceFromRankZero(Group& group, const std::string& description) {
   const int n = group.size();
-  if (n == 1) return;
+  if (n == 1) return "";
   const int64_t mine = static_cast<int64_t>(fnv1a(description));
   std::vector<int64_t> all(static_cast<size_t>(n));
   group.allgather(&mine, all.data(), 1, DType::kInt64);
   std::vector<int> differing;
   for (int r = 0; r < n; ++r)
     if (all[r] != all[0]) differing.push_back(r);
-  if (differing.empty()) return;
+  if (differing.empty()) return "";
   // Every rank takes this branch (same gathered hashes): share rank 0's description.
   int64_t length = static_cast<int64_t>(description.size());
   group.broadcast(&length, 1, DType::kInt64, 0);
@@ -64,8 +69,29 @@ void checkModelsMatch(Group& group, const std::string& description) {
   for (int r : differing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
   const std::string detail = all[group.rank()] == all[0] ? "this rank matches rank 0"
                                                           : firstDifference(reference, description);
-  STRATA_THROW(Error, "DistributedModel: ranks built different models (rank(s) ", ranks,
-               " differ from rank 0); ", detail);
+  return c10::str("rank(s) ", ranks, " differ from rank 0); ", detail);
+}
+
+}  // namespace
+
+void checkModelsMatch(Group& group, const std::string& description) {
+  const std::string difference = differenceFromRankZero(group, description);
+  if (!difference.empty()) STRATA_THROW(Error, "DistributedModel: ranks built different models (", difference);
+}
+
+std::string describeModelParallel(const config::ModelParallelConfig& mp) {
+  config::JobConfig job;
+  job.modelParallel = mp;
+  const nlohmann::json settings = config::toJson(job).at("modelparallel");  // a copy: the loop outlives toJson's result
+  std::ostringstream out;
+  for (const auto& item : settings.items()) out << item.key() << ": " << item.value().dump() << "\n";
+  return out.str();
+}
+
+void checkModelParallelConfigsMatch(Group& group, const std::string& description) {
+  const std::string difference = differenceFromRankZero(group, description);
+  if (!difference.empty())
+    STRATA_THROW(ConfigError, "/modelparallel: every rank must be given the same settings, but (", difference);
 }
 
 }  // namespace strata::detail

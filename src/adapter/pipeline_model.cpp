@@ -30,6 +30,8 @@ PipelineModel::PipelineModel(const torch::nn::Sequential& sequential, std::share
                              config::ModelParallelConfig mp, const DistributedModelOptions& options,
                              bool checkModelsMatch)
     : module_(std::move(module)), options_(options) {
+  // Ranks given different settings would build different programs and wait on each other.
+  detail::checkModelParallelConfigsMatch(world(), detail::describeModelParallel(mp));
   // Checked before any collective, so a bad config fails on every rank alike.
   engine_ = std::make_unique<pipeline::Engine>(pipeline::layersOf(sequential), module_, std::move(mp), rank(), size());
   if (checkModelsMatch) detail::checkModelsMatch(world(), detail::describeModel(*module_));
@@ -43,6 +45,8 @@ PipelineModel::PipelineModel(const torch::nn::Sequential& sequential, std::share
 PipelineModel::PipelineModel(std::shared_ptr<const pipeline::ModelBuilder> builder, const torch::Tensor& exampleBatch,
                              config::ModelParallelConfig mp, const DistributedModelOptions& options)
     : options_(options), seedBase_(builder->modelSeed()) {
+  // Ranks given different settings would build different programs and wait on each other.
+  detail::checkModelParallelConfigsMatch(world(), detail::describeModelParallel(mp));
   STRATA_CHECK_WITH(ConfigError,
                     exampleBatch.dim() >= 1 && exampleBatch.size(0) >= mp.microbatches &&
                         exampleBatch.size(0) % mp.microbatches == 0,

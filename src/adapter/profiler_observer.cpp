@@ -99,12 +99,15 @@ class ProfilerObserver final : public StepObserver {
   void stageBackward(const StageWork& w) override {
     profiler::Session* s = recording();
     if (s == nullptr || w.span.startUs < 0) return;
-    s->recordSlice(stageName(w.stage), phases::kBackward, Track::kCompute, w.span.startUs, w.span.durUs,
+    // zero_bubble: B is "stage <s>", W "stage <s> W" (the same phase and track).
+    s->recordSlice(stageName(w.stage) + (w.weightGradients ? " W" : ""), phases::kBackward, Track::kCompute,
+                   w.span.startUs, w.span.durUs,
                    {{"stage", w.stage},
                     {"chunk", w.chunk},
                     {"microbatch", w.microbatch},
                     {"step", w.step},
-                    {"recomputed", w.recomputed}});
+                    {"recomputed", w.recomputed},
+                    {"weight_gradients", w.weightGradients}});
   }
   void transfer(const Transfer& t) override {
     profiler::Session* s = recording();

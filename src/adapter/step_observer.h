@@ -60,6 +60,9 @@ struct StageWork {
   int64_t step = 0;
   bool recomputed = false;  // backward of a checkpointed forward (the forward ran again)
   Span span;
+  // zero_bubble's W (parameter gradients), reported apart from its B (the input gradient,
+  // reported as the plain backward).
+  bool weightGradients = false;
 };
 
 // A pipeline send (posting it) or receive (the time blocked waiting for it).

@@ -1,7 +1,8 @@
 // `strata simulate`: plan a pipeline before running it. Partitions a layer profile (or n
 // uniform layers) for a schedule, builds every rank's program, runs the all-rank simulator
 // and prints the plan: layers, time and memory per stage, predicted step time, bubble, and
-// busy/idle and peak memory per rank. Nothing here needs this machine to hold the model.
+// busy/idle and peak memory per rank; with zero_bubble (or --compare) also the bubble of
+// simple, 1F1B and zero_bubble on the same partition. Nothing here needs this machine to hold the model.
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -35,6 +36,7 @@ struct SimulateArgs {
   bool includeSendCost = false;
   std::string manual;
   bool programs = false;
+  bool compare = false;
   std::string trace;
 };
 
@@ -91,6 +93,8 @@ int runSimulate(const SimulateArgs& args) {
     if (!args.manual.empty()) request.manualStageOfLayer = parseManual(args.manual);
     const PipelinePlan plan = planPipeline(layers, request);
     std::string text = formatPlan(plan);
+    if (args.compare || request.schedule.kind == ScheduleKind::kZeroBubble)
+      text += formatScheduleComparison(compareSchedules(plan));
     if (args.programs)
       for (const Program& prog : plan.programs) text += formatProgram(prog, args.partitions) + "\n";
     std::fwrite(text.data(), 1, text.size(), stdout);
@@ -120,7 +124,7 @@ const CommandRegistrar registrar("simulate", [](CLI::App& app, int& exitCode) {
       ->capture_default_str();
   cmd->add_option("--partitions", args->partitions, "Pipeline stages (ranks) p")->capture_default_str();
   cmd->add_option("--microbatches", args->microbatches, "Microbatches per step m")->capture_default_str();
-  cmd->add_option("--pipeline", args->pipeline, "simple | interleaved")->capture_default_str();
+  cmd->add_option("--pipeline", args->pipeline, "simple | interleaved | zero_bubble")->capture_default_str();
   cmd->add_option("--virtual-stages", args->virtualStages, "Model chunks per rank v (Megatron)")
       ->capture_default_str();
   cmd->add_option("--active-microbatches", args->activeMicrobatches,
@@ -136,6 +140,8 @@ const CommandRegistrar registrar("simulate", [](CLI::App& app, int& exitCode) {
   cmd->add_flag("--include-send-cost", args->includeSendCost, "speed: count the activation send in stage time");
   cmd->add_option("--manual", args->manual, "Manual partition: a stage per layer, e.g. 0,0,1,1");
   cmd->add_flag("--programs", args->programs, "Also print every rank's program");
+  cmd->add_flag("--compare", args->compare,
+                "Also simulate simple, 1F1B and zero_bubble on the same partition (always with zero_bubble)");
   cmd->add_option("--trace", args->trace, "Write the simulated timeline as a Chrome trace JSON file");
   cmd->callback([args, &exitCode] { exitCode = runSimulate(*args); });
 });

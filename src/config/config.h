@@ -32,7 +32,7 @@ struct ModelParallelConfig {
   bool enabled = false;
   int partitions = 1;                    // pipeline stages; > 1 needs enabled
   int microbatches = 1;                  // per batch, per pipeline
-  std::string pipeline = "interleaved";  // "simple" | "interleaved"
+  std::string pipeline = "interleaved";  // "simple" | "interleaved" | "zero_bubble"
   std::string optimize = "speed";        // "speed" | "memory"
   bool ddp = false;                      // data parallel across pipeline replicas
   std::string placementStrategy =

@@ -48,7 +48,7 @@ ModelParallelConfig parseModelParallel(const Validator& v, const Json& section,
   r.read("enabled", mp.enabled);
   r.read("partitions", mp.partitions, 1, kMaxInt);
   r.read("microbatches", mp.microbatches, 1, kMaxInt);
-  r.readEnum("pipeline", mp.pipeline, {"simple", "interleaved"});
+  r.readEnum("pipeline", mp.pipeline, {"simple", "interleaved", "zero_bubble"});
   r.readEnum("optimize", mp.optimize, {"speed", "memory"});
   r.read("ddp", mp.ddp);
   r.readEnum("placement_strategy", mp.placementStrategy, {"cluster", "spread"});
@@ -77,6 +77,13 @@ ModelParallelConfig parseModelParallel(const Validator& v, const Json& section,
                std::to_string(mp.partitions) + ", so valid ones are 0.." +
                std::to_string(mp.partitions - 1));
   }
+  if (mp.pipeline == "zero_bubble" && mp.virtualStages > 1)
+    v.fail(r.pathOf("virtual_stages"), std::to_string(mp.virtualStages) +
+                                           " virtual stages: the zero_bubble schedule (ZB-H1) runs one stage per rank");
+  if (mp.pipeline == "zero_bubble" && mp.activationCheckpointing)
+    v.fail(r.pathOf("activation_checkpointing"),
+           "the zero_bubble schedule keeps each stage's autograd graph from B to W, which activation "
+           "checkpointing would recompute; use \"interleaved\" or \"simple\" with it");
   readManualPartition(r, mp);
   if (!mp.manualPartition.empty() && mp.virtualStages > 1) {
     v.fail(r.pathOf("manual_partition"),

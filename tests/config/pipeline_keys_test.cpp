@@ -1,5 +1,6 @@
-// The Strata-only pipeline keys of "modelparallel": virtual_stages and
-// activation_checkpointing (defaults, values, errors, toJson round trip).
+// The Strata-only pipeline keys of "modelparallel": virtual_stages,
+// activation_checkpointing and the zero_bubble schedule (defaults, values, errors, toJson
+// round trip).
 #include <gtest/gtest.h>
 
 #include "config/config.h"
@@ -35,6 +36,24 @@ TEST(PipelineKeysTest, Errors) {
   expectConfigError(R"({"modelparallel": {"enabled": true, "partitions": 2, "virtual_stages": 2,
                   "auto_partition": false, "manual_partition": {"0": 0, "1": 1}}})",
               "/modelparallel/manual_partition");
+}
+
+TEST(PipelineKeysTest, ZeroBubbleScheduleIsReadAndRoundTrips) {
+  const JobConfig c =
+      parseJobConfig(R"({"modelparallel": {"enabled": true, "partitions": 2, "pipeline": "zero_bubble"}})", "job.json");
+  EXPECT_EQ(c.modelParallel.pipeline, "zero_bubble");
+  EXPECT_EQ(parseJobConfig(toJson(c).dump(), "again.json").modelParallel.pipeline, "zero_bubble");
+}
+
+TEST(PipelineKeysTest, ZeroBubbleErrorsNameTheFieldAndTheValidNames) {
+  expectConfigError(R"({"modelparallel": {"enabled": true, "pipeline": "zero-bubble"}})", "zero_bubble");
+  expectConfigError(R"({"modelparallel": {"enabled": true, "pipeline": "zero-bubble"}})", "/modelparallel/pipeline");
+  expectConfigError(R"({"modelparallel": {"enabled": true, "partitions": 2, "pipeline": "zero_bubble",
+                  "virtual_stages": 2}})",
+                    "/modelparallel/virtual_stages");
+  expectConfigError(R"({"modelparallel": {"enabled": true, "partitions": 2, "pipeline": "zero_bubble",
+                  "activation_checkpointing": true}})",
+                    "/modelparallel/activation_checkpointing");
 }
 
 }  // namespace

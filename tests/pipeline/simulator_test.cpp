@@ -9,18 +9,10 @@
 #include "core/errors.h"
 #include "pipeline/schedule.h"
 #include "pipeline/simulator.h"
+#include "pipeline/schedule_spec_testing.h"
 
 namespace strata::pipeline {
 namespace {
-
-ScheduleSpec spec(ScheduleKind kind, int p, int m, int cap = 0) {
-  ScheduleSpec s;
-  s.kind = kind;
-  s.partitions = p;
-  s.microbatches = m;
-  s.activeMicrobatches = cap;
-  return s;
-}
 
 size_t indexOf(const Program& prog, Op op, int microbatch) {
   for (size_t i = 0; i < prog.instructions.size(); ++i)

@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -90,6 +91,12 @@ void checkRank(strata::profiler::TimelineReader& reader, int rank, bool hybrid, 
   c.expect(microbatchesOf("Forward", stage) == every, r + "one " + stage + " Forward per step and microbatch");
   c.expect(microbatchesOf("Backward(post-forward)", stage) == every,
            r + "one " + stage + " Backward per step and microbatch");
+  // zero_bubble (PIPELINE=zero_bubble, set by the script's caller): W's are slices of their own.
+  const char* pipelineName = std::getenv("PIPELINE");
+  const bool split = pipelineName != nullptr && std::string(pipelineName) == "zero_bubble";
+  const auto weightSlices = microbatchesOf("Backward(post-forward)", stage + " W");
+  c.expect(split ? weightSlices == every : weightSlices.empty(),
+           r + stage + " W slices " + (split ? "once per step and microbatch" : "absent"));
   for (const TraceEvent* e : byPhase["Forward"])
     c.expect(e->name == stage && e->tid == 2, r + "Forward slice " + e->name + " on the compute track");
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs tests/pp/pipeline_profiler_e2e.cpp on NP ranks (2: one pipeline of 2 stages; 4: two
 # pipelines with data parallelism across them; 4 microbatches, manual partition) with the
-# profiler on: system metrics every 100 ms, framework timeline for steps 1..3.
+# profiler on: system metrics every 100 ms, framework timeline for steps 1..3. PIPELINE picks
+# the schedule (default interleaved).
 set -euo pipefail
 source "$(dirname "$0")/../testing/e2e_driver.sh"
 e2e_start pp_prof "$@"
@@ -11,7 +12,7 @@ cat >"$dir/job.json" <<JSON
 {
   "output_dir": "$dir/run",
   "modelparallel": {
-    "enabled": true, "partitions": 2, "microbatches": 4, "pipeline": "interleaved", "ddp": $ddp,
+    "enabled": true, "partitions": 2, "microbatches": 4, "pipeline": "${PIPELINE:-interleaved}", "ddp": $ddp,
     "auto_partition": false, "manual_partition": {"fc1": 0, "relu1": 0, "fc2": 1, "relu2": 1, "fc3": 1}
   },
   "profiler": {

@@ -55,6 +55,31 @@ TEST(PipelineBadInput, UnknownScheduleName) {
       {"/modelparallel/pipeline", "zigzag"});
 }
 
+// Rank 0 asks for zero_bubble, the others for interleaved: their programs would not pair up.
+// Every rank gets the same ConfigError naming the setting and both values, nobody hangs.
+TEST(PipelineBadInput, RanksWithDifferentSchedules) {
+  expectErrorEverywhere<ConfigError>(
+      [] {
+        auto net = makeNet();
+        DistributedModelOptions o;
+        o.modelParallel = mpConfig(strata::rank() == 0 ? R"(, "pipeline": "zero_bubble")" : R"(, "pipeline": "interleaved")");
+        DistributedModel model(net, o);
+      },
+      {"/modelparallel", "rank(s) 1", "differ from rank 0"});
+  // The ranks that differ see both values.
+  try {
+    auto net = makeNet();
+    DistributedModelOptions o;
+    o.modelParallel = mpConfig(strata::rank() == 0 ? R"(, "pipeline": "zero_bubble")" : R"(, "pipeline": "interleaved")");
+    DistributedModel model(net, o);
+  } catch (const ConfigError& e) {
+    if (strata::rank() != 0) {
+      EXPECT_NE(std::string(e.what()).find("pipeline: \"zero_bubble\""), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("pipeline: \"interleaved\""), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(PipelineBadInput, ManualPartitionNamingAnUnknownLayer) {
   expectErrorEverywhere<ConfigError>(
       [] {

@@ -1,7 +1,8 @@
 // Pipelined training against one process accumulating the same microbatches: p = 2 stages,
-// m = 4 microbatches, both schedules (and virtual stages, activation checkpointing, dropout);
+// m = 4 microbatches, every schedule (and virtual stages, activation checkpointing, dropout);
 // under mpirun -np 2 (one pipeline) and -np 4 (hybrid: 2 pipelines x 2 data-parallel
-// replicas). Gradients must be bitwise equal at every step, step outputs bitwise equal on
+// replicas). zero_bubble also runs with one stage per rank (p = 2 at -np 2, p = 4 at -np 4)
+// and m = 8. Gradients must be bitwise equal at every step, step outputs bitwise equal on
 // every rank, parameters within 1e-6 relative after 10 steps.
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
@@ -18,13 +19,20 @@ struct Case {
   double dropout = 0;
   int steps = 10;
   std::string placement = "cluster";
+  int partitions = 2;    // 0: one stage per rank
+  int microbatches = 4;  // divides kBatch
+  int extraBlocks = 0;   // makeNet's
+  std::string extraConfig = "";  // appended to the modelparallel object
 };
 
+int partitionsOf(const Case& c) { return c.partitions > 0 ? c.partitions : strata::size(); }
+
 std::string configFor(const Case& c, int replicas) {
-  return c10::str(R"({"enabled": true, "partitions": 2, "microbatches": 4, "pipeline": ")", c.pipeline,
+  return c10::str(R"({"enabled": true, "partitions": )", partitionsOf(c), R"(, "microbatches": )", c.microbatches,
+                  R"(, "pipeline": ")", c.pipeline,
                   R"(", "ddp": )", replicas > 1 ? "true" : "false", R"(, "virtual_stages": )", c.virtualStages,
                   R"(, "activation_checkpointing": )", c.checkpointing ? "true" : "false",
-                  R"(, "placement_strategy": ")", c.placement, "\"}");
+                  R"(, "placement_strategy": ")", c.placement, "\"", c.extraConfig, "}");
 }
 
 torch::optim::SGD makeSgd(std::vector<torch::Tensor> params) {
@@ -32,16 +40,17 @@ torch::optim::SGD makeSgd(std::vector<torch::Tensor> params) {
 }
 
 void trainAndCompare(const Case& c) {
-  const int replicas = strata::size() / 2;
-  auto reference = makeNet(c.dropout);
+  const int replicas = strata::size() / partitionsOf(c);
+  const int m = c.microbatches;
+  auto reference = makeNet(c.dropout, c.extraBlocks);
   auto refOpt = makeSgd(reference->parameters());
-  auto net = makeNet(c.dropout);
+  auto net = makeNet(c.dropout, c.extraBlocks);
   const uint64_t seedBase = at::detail::getDefaultCPUGenerator().current_seed();
   DistributedModelOptions options;
   options.modelParallel = configFor(c, replicas);
   DistributedModel model(net, options);
   DistributedOptimizer opt(makeSgd(model.parameters()), model);
-  ASSERT_EQ(model.pp_size(), 2);
+  ASSERT_EQ(model.pp_size(), partitionsOf(c));
   ASSERT_EQ(model.dp_size(), replicas);
   const int me = model.dp_rank();
   for (int step = 0; step < c.steps; ++step) {
@@ -52,7 +61,7 @@ void trainAndCompare(const Case& c) {
     std::vector<torch::Tensor> myLosses;
     for (int r = 0; r < replicas; ++r) {
       refOpt.zero_grad();
-      auto losses = referenceAccumulate(reference, replicaSlice(x, r), replicaSlice(y, r), 4, seedBase, step);
+      auto losses = referenceAccumulate(reference, replicaSlice(x, r), replicaSlice(y, r), m, seedBase, step);
       if (r == me) myLosses = losses;
       grads.push_back(gradsOf(*reference));
     }
@@ -67,9 +76,9 @@ void trainAndCompare(const Case& c) {
     }
     opt.zero_grad();
     StepOutput out = model.step(replicaSlice(x, me), replicaSlice(y, me), mseStep);
-    ASSERT_EQ(out.outputs.size(), 4u);
+    ASSERT_EQ(out.outputs.size(), static_cast<size_t>(m));
     EXPECT_DOUBLE_EQ(out.reduce_sum().item<double>(), torch::stack(myLosses).to(torch::kFloat64).sum().item<double>());
-    for (size_t mb = 0; mb < 4; ++mb)
+    for (size_t mb = 0; mb < static_cast<size_t>(m); ++mb)
       EXPECT_TRUE(torch::equal(out.outputs[mb], myLosses[mb]))
           << "step " << step << " microbatch " << mb << ": " << out.outputs[mb].item<float>() << " vs "
           << myLosses[mb].item<float>();
@@ -100,6 +109,26 @@ void trainAndCompare(const Case& c) {
 TEST(PipelineFidelity, SimpleScheduleMatchesOneProcess) { trainAndCompare({"simple"}); }
 
 TEST(PipelineFidelity, InterleavedScheduleMatchesOneProcess) { trainAndCompare({"interleaved"}); }
+
+// Split backward: B and W per microbatch, W's accumulating in microbatch order; at -np 4 with
+// data parallelism (the buckets armed for the last W).
+TEST(PipelineFidelity, ZeroBubbleScheduleMatchesOneProcess) { trainAndCompare({"zero_bubble"}); }
+
+// One stage per rank: p = 2 at -np 2, p = 4 at -np 4; m = 8, with dropout. Four Linear
+// layers placed by hand so every stage has parameters (and a W) for every p.
+TEST(PipelineFidelity, ZeroBubbleOneStagePerRankMatchesOneProcess) {
+  Case c{"zero_bubble"};
+  c.partitions = 0;
+  c.microbatches = 8;
+  c.dropout = 0.1;
+  c.steps = 5;
+  c.extraBlocks = 1;  // Linear layers 0, 2, 5, 7
+  const int p = strata::size();
+  c.extraConfig = c10::str(R"(, "auto_partition": false, "manual_partition": {"0": 0, "1": 0, "2": )", p == 4 ? 1 : 0,
+                           R"(, "3": )", p == 4 ? 1 : 0, R"(, "4": )", p == 4 ? 1 : 0, R"(, "5": )", p == 4 ? 2 : 1,
+                           R"(, "6": )", p == 4 ? 2 : 1, R"(, "7": )", p - 1, "}");
+  trainAndCompare(c);
+}
 
 TEST(PipelineFidelity, VirtualStagesMatchOneProcess) {
   Case c{"interleaved", 2};

@@ -17,11 +17,17 @@ namespace strata::testing {
 
 constexpr int64_t kBatch = 16;  // per pipeline replica and step
 
-inline torch::nn::Sequential makeNet(double dropout = 0) {
+// Layers: 0 Linear, 1 Tanh, 2 Linear, 3 Dropout, 4 Tanh, then `extraBlocks` x (Linear, Tanh),
+// then the Linear head.
+inline torch::nn::Sequential makeNet(double dropout = 0, int extraBlocks = 0) {
   torch::manual_seed(1234);  // every rank, and the reference, start from the same weights
   namespace nn = torch::nn;
-  nn::Sequential net(nn::Linear(8, 16), nn::Tanh(), nn::Linear(16, 16), nn::Dropout(dropout), nn::Tanh(),
-                     nn::Linear(16, 4));
+  nn::Sequential net(nn::Linear(8, 16), nn::Tanh(), nn::Linear(16, 16), nn::Dropout(dropout), nn::Tanh());
+  for (int b = 0; b < extraBlocks; ++b) {
+    net->push_back(nn::Linear(16, 16));
+    net->push_back(nn::Tanh());
+  }
+  net->push_back(nn::Linear(16, 4));
   return net;
 }
 

@@ -100,6 +100,9 @@ TEST(TiedAcrossStages, SimpleScheduleMatchesOneProcess) { trainAndCompare({strat
 
 TEST(TiedAcrossStages, InterleavedScheduleMatchesOneProcess) { trainAndCompare({strata::size(), 1, "interleaved"}); }
 
+// Split backward: the contributions travel around W, where the gradients are made.
+TEST(TiedAcrossStages, ZeroBubbleScheduleMatchesOneProcess) { trainAndCompare({strata::size(), 1, "zero_bubble"}); }
+
 TEST(TiedAcrossStages, VirtualStagesMatchOneProcess) { trainAndCompare({2, 2, "interleaved", 2}); }
 
 TEST(TiedAcrossStages, HybridWithDataParallelReplicasMatchesOneProcess) {
