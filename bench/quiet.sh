@@ -38,7 +38,7 @@ machine_info() {
 bench_start() {
   local out=$1 bin; shift
   for bin in "$@"; do
-    [ -x "$bin" ] || { echo "build it first: $bin is missing (scripts/build)" >&2; exit 1; }
+    [ -x "$bin" ] || { echo "build it first: $bin is missing (scripts/build, or cmake --build build --target benches)" >&2; exit 1; }
   done
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   mkdir -p "$out"

@@ -11,7 +11,6 @@ namespace strata::collectives {
 namespace {
 
 
-size_t alignElems(DType dtype) { return shardAlignElems(dtypeBytes(dtype)); }
 
 }  // namespace
 
@@ -31,7 +30,7 @@ void hierarchicalAllReduce(ShmDomain& d, LinkSet& cross, const CollSignature& si
 
   // 1. Local reduce-scatter, packing my shard of every chunk contiguously.
   size_t myTotal = 0;
-  for (size_t c = 0; c < chunks; ++c) myTotal += shardOf(chunkOf(count, chunkElems, c).count, n, me, alignElems(dtype)).count;
+  for (size_t c = 0; c < chunks; ++c) myTotal += shardOf(chunkOf(count, chunkElems, c).count, n, me, shardAlignElemsOf(dtype)).count;
   if (packed.size() < myTotal * elem) packed.resize(myTotal * elem);
   d.publishSignature(sig);
   const void* srcs[kMaxLocalRanks];
@@ -42,7 +41,7 @@ void hierarchicalAllReduce(ShmDomain& d, LinkSet& cross, const CollSignature& si
     std::memcpy(d.slot(me, b), src + chunk.offset * elem, chunk.count * elem);
     d.syncAll("hierarchical allreduce");
     if (c == 0) d.checkSignatures(sig);
-    const Range mine = shardOf(chunk.count, n, me, alignElems(dtype));
+    const Range mine = shardOf(chunk.count, n, me, shardAlignElemsOf(dtype));
     for (int p = 0; p < n; ++p) srcs[p] = d.slot(p, b) + mine.offset * elem;
     reduceMany(localOp, dtype, packed.data() + packedOffset * elem, srcs, n, mine.count, 1);
     packedOffset += mine.count;
@@ -63,12 +62,12 @@ void hierarchicalAllReduce(ShmDomain& d, LinkSet& cross, const CollSignature& si
   for (size_t c = 0; c < chunks; ++c) {
     const Range chunk = chunkOf(count, chunkElems, c);
     const int b = d.nextBuffer();
-    const Range mine = shardOf(chunk.count, n, me, alignElems(dtype));
+    const Range mine = shardOf(chunk.count, n, me, shardAlignElemsOf(dtype));
     std::memcpy(d.slot(me, b) + mine.offset * elem, packed.data() + packedOffset * elem, mine.count * elem);
     packedOffset += mine.count;
     d.syncAll("hierarchical allreduce");
     for (int p = 0; p < n; ++p) {
-      const Range theirs = shardOf(chunk.count, n, p, alignElems(dtype));
+      const Range theirs = shardOf(chunk.count, n, p, shardAlignElemsOf(dtype));
       std::memcpy(dst + (chunk.offset + theirs.offset) * elem, d.slot(p, b) + theirs.offset * elem,
                   theirs.count * elem);
     }

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "strata/types.h"
+
 namespace strata::collectives {
 
 // Shards start on cache-line boundaries so two ranks never write the same line.
@@ -16,6 +18,7 @@ constexpr size_t kShardAlignBytes = 64;
 inline size_t shardAlignElems(size_t elemBytes) {
   return elemBytes >= kShardAlignBytes ? 1 : kShardAlignBytes / elemBytes;
 }
+inline size_t shardAlignElemsOf(DType dtype) { return shardAlignElems(dtypeBytes(dtype)); }
 
 struct Range {
   size_t offset = 0;  // elements

@@ -12,7 +12,6 @@ namespace strata::collectives {
 namespace {
 
 
-size_t alignElems(DType dtype) { return shardAlignElems(dtypeBytes(dtype)); }
 
 // Runs before the first sync of a call: publish, sync, compare signatures.
 void firstSync(ShmDomain& d, const CollSignature& sig) {
@@ -61,7 +60,7 @@ void shmAllReduceChunked(ShmDomain& d, const CollSignature& sig, const void* in,
       d.syncAll("allreduce");
     }
     // Reduce-scatter: my shard of this chunk, from every rank's slot, in rank order.
-    const Range mine = shardOf(chunk.count, n, me, alignElems(dtype));
+    const Range mine = shardOf(chunk.count, n, me, shardAlignElemsOf(dtype));
     for (int p = 0; p < n; ++p) srcs[p] = d.slot(p, b) + mine.offset * elem;
     uint8_t* myShard = d.slot(me, b) + mine.offset * elem;
     reduceMany(op, dtype, myShard, srcs, n, mine.count, avgDivisor);
@@ -70,7 +69,7 @@ void shmAllReduceChunked(ShmDomain& d, const CollSignature& sig, const void* in,
     // All-gather: the peers' reduced shards straight out of their slots.
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
-      const Range theirs = shardOf(chunk.count, n, p, alignElems(dtype));
+      const Range theirs = shardOf(chunk.count, n, p, shardAlignElemsOf(dtype));
       std::memcpy(dst + (chunk.offset + theirs.offset) * elem, d.slot(p, b) + theirs.offset * elem,
                   theirs.count * elem);
     }

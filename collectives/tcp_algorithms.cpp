@@ -10,9 +10,6 @@
 namespace strata::collectives {
 namespace {
 
-constexpr size_t kShardAlignBytes = 64;
-
-size_t alignElems(DType dtype) { return std::max<size_t>(1, kShardAlignBytes / dtypeBytes(dtype)); }
 
 // Tags differ per call (signature) and per step, so messages can never be confused.
 uint64_t stepTag(const CollSignature& sig, uint64_t phase, uint64_t step) {
@@ -63,7 +60,7 @@ void tcpAllReduceRing(LinkSet& l, const CollSignature& sig, const void* in, void
   const int n = l.size();
   auto* data = static_cast<uint8_t*>(out);
   if (in != out) std::memcpy(out, in, count * elem);
-  const std::vector<Range> shards = planShards(count, n, alignElems(dtype));
+  const std::vector<Range> shards = planShards(count, n, shardAlignElemsOf(dtype));
   const size_t maxShardBytes = shards[0].count * elem;
   if (scratch.size() < maxShardBytes) scratch.resize(maxShardBytes);
   const std::vector<RingStep> rs = planRingReduceScatter(l.self, n);

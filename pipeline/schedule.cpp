@@ -21,16 +21,15 @@ struct Unit {
 };
 using ComputeOrder = std::vector<std::vector<Unit>>;  // [rank] -> units in program order
 
-size_t at(int i) { return static_cast<size_t>(i); }
 
 ComputeOrder simpleOrder(const ScheduleSpec& spec) {
   const int p = spec.partitions, m = spec.microbatches, v = spec.virtualStages;
-  ComputeOrder order(at(p));
+  ComputeOrder order(toIndex(p));
   for (int r = 0; r < p; ++r) {
     for (int c = 0; c < v; ++c)
-      for (int mb = 0; mb < m; ++mb) order[at(r)].push_back({true, c, mb});
+      for (int mb = 0; mb < m; ++mb) order[toIndex(r)].push_back({true, c, mb});
     for (int c = v - 1; c >= 0; --c)
-      for (int mb = 0; mb < m; ++mb) order[at(r)].push_back({false, c, mb});
+      for (int mb = 0; mb < m; ++mb) order[toIndex(r)].push_back({false, c, mb});
   }
   return order;
 }
@@ -44,9 +43,9 @@ struct RankLists {
 
 std::vector<RankLists> interleavedLists(const ScheduleSpec& spec) {
   const int p = spec.partitions, m = spec.microbatches, v = spec.virtualStages;
-  std::vector<RankLists> lists(at(p));
+  std::vector<RankLists> lists(toIndex(p));
   for (int r = 0; r < p; ++r) {
-    RankLists& l = lists[at(r)];
+    RankLists& l = lists[toIndex(r)];
     if (v == 1) {
       for (int mb = 0; mb < m; ++mb) {
         l.forwards.push_back({true, 0, mb});
@@ -84,12 +83,12 @@ std::vector<RankLists> interleavedLists(const ScheduleSpec& spec) {
 bool greedyOrder(const ScheduleSpec& spec, const std::vector<RankLists>& lists, ComputeOrder& order) {
   const int p = spec.partitions, m = spec.microbatches, v = spec.virtualStages, stages = p * v;
   constexpr double kForward = 1, kBackward = 2, kUnknown = -1;
-  std::vector<std::vector<double>> fDone(at(stages), std::vector<double>(at(m), kUnknown));
+  std::vector<std::vector<double>> fDone(toIndex(stages), std::vector<double>(toIndex(m), kUnknown));
   std::vector<std::vector<double>> bDone = fDone;
-  std::vector<double> freeAt(at(p), 0);
-  std::vector<size_t> fNext(at(p), 0), bNext(at(p), 0);
-  std::vector<int> stashed(at(p), 0);
-  order.assign(at(p), {});
+  std::vector<double> freeAt(toIndex(p), 0);
+  std::vector<size_t> fNext(toIndex(p), 0), bNext(toIndex(p), 0);
+  std::vector<int> stashed(toIndex(p), 0);
+  order.assign(toIndex(p), {});
   size_t remaining = 0;
   for (const RankLists& l : lists) remaining += l.forwards.size() + l.backwards.size();
   while (remaining > 0) {
@@ -97,14 +96,14 @@ bool greedyOrder(const ScheduleSpec& spec, const std::vector<RankLists>& lists, 
     bool bestForward = false;
     double bestStart = std::numeric_limits<double>::infinity();
     for (int r = 0; r < p; ++r) {
-      const RankLists& l = lists[at(r)];
-      if (bNext[at(r)] < l.backwards.size()) {
-        const Unit& u = l.backwards[bNext[at(r)]];
+      const RankLists& l = lists[toIndex(r)];
+      if (bNext[toIndex(r)] < l.backwards.size()) {
+        const Unit& u = l.backwards[bNext[toIndex(r)]];
         const int g = u.chunk * p + r;
-        const double own = fDone[at(g)][at(u.microbatch)];
-        const double next = g + 1 < stages ? bDone[at(g + 1)][at(u.microbatch)] : 0;
+        const double own = fDone[toIndex(g)][toIndex(u.microbatch)];
+        const double next = g + 1 < stages ? bDone[toIndex(g + 1)][toIndex(u.microbatch)] : 0;
         if (own != kUnknown && next != kUnknown) {
-          const double start = std::max({freeAt[at(r)], own, next});
+          const double start = std::max({freeAt[toIndex(r)], own, next});
           if (start < bestStart) {
             bestStart = start;
             bestRank = r;
@@ -112,12 +111,12 @@ bool greedyOrder(const ScheduleSpec& spec, const std::vector<RankLists>& lists, 
           }
         }
       }
-      if (fNext[at(r)] < l.forwards.size() && stashed[at(r)] < l.cap) {
-        const Unit& u = l.forwards[fNext[at(r)]];
+      if (fNext[toIndex(r)] < l.forwards.size() && stashed[toIndex(r)] < l.cap) {
+        const Unit& u = l.forwards[fNext[toIndex(r)]];
         const int g = u.chunk * p + r;
-        const double prev = g > 0 ? fDone[at(g - 1)][at(u.microbatch)] : 0;
+        const double prev = g > 0 ? fDone[toIndex(g - 1)][toIndex(u.microbatch)] : 0;
         if (prev != kUnknown) {
-          const double start = std::max(freeAt[at(r)], prev);
+          const double start = std::max(freeAt[toIndex(r)], prev);
           if (start < bestStart) {  // strict: a backward wins ties
             bestStart = start;
             bestRank = r;
@@ -127,11 +126,11 @@ bool greedyOrder(const ScheduleSpec& spec, const std::vector<RankLists>& lists, 
       }
     }
     if (bestRank < 0) return false;
-    const size_t r = at(bestRank);
+    const size_t r = toIndex(bestRank);
     const Unit u = bestForward ? lists[r].forwards[fNext[r]++] : lists[r].backwards[bNext[r]++];
     const int g = u.chunk * p + bestRank;
     const double end = bestStart + (bestForward ? kForward : kBackward);
-    (bestForward ? fDone : bDone)[at(g)][at(u.microbatch)] = end;
+    (bestForward ? fDone : bDone)[toIndex(g)][toIndex(u.microbatch)] = end;
     freeAt[r] = end;
     stashed[r] += bestForward ? 1 : -1;
     order[r].push_back(u);
@@ -144,27 +143,27 @@ bool greedyOrder(const ScheduleSpec& spec, const std::vector<RankLists>& lists, 
 // data dependencies can block).
 bool feasible(const ScheduleSpec& spec, const ComputeOrder& order) {
   const int p = spec.partitions, m = spec.microbatches, stages = p * spec.virtualStages;
-  std::vector<std::vector<char>> fDone(at(stages), std::vector<char>(at(m), 0));
+  std::vector<std::vector<char>> fDone(toIndex(stages), std::vector<char>(toIndex(m), 0));
   std::vector<std::vector<char>> bDone = fDone;
-  std::vector<size_t> next(at(p), 0);
+  std::vector<size_t> next(toIndex(p), 0);
   bool progress = true;
   while (progress) {
     progress = false;
     for (int r = 0; r < p; ++r)
-      while (next[at(r)] < order[at(r)].size()) {
-        const Unit& u = order[at(r)][next[at(r)]];
+      while (next[toIndex(r)] < order[toIndex(r)].size()) {
+        const Unit& u = order[toIndex(r)][next[toIndex(r)]];
         const int g = u.chunk * p + r;
-        const bool ready = u.forward ? (g == 0 || fDone[at(g - 1)][at(u.microbatch)])
-                                     : (fDone[at(g)][at(u.microbatch)] &&
-                                        (g + 1 == stages || bDone[at(g + 1)][at(u.microbatch)]));
+        const bool ready = u.forward ? (g == 0 || fDone[toIndex(g - 1)][toIndex(u.microbatch)])
+                                     : (fDone[toIndex(g)][toIndex(u.microbatch)] &&
+                                        (g + 1 == stages || bDone[toIndex(g + 1)][toIndex(u.microbatch)]));
         if (!ready) break;
-        (u.forward ? fDone : bDone)[at(g)][at(u.microbatch)] = 1;
-        ++next[at(r)];
+        (u.forward ? fDone : bDone)[toIndex(g)][toIndex(u.microbatch)] = 1;
+        ++next[toIndex(r)];
         progress = true;
       }
   }
   for (int r = 0; r < p; ++r)
-    if (next[at(r)] < order[at(r)].size()) return false;
+    if (next[toIndex(r)] < order[toIndex(r)].size()) return false;
   return true;
 }
 
@@ -215,9 +214,9 @@ ComputeOrder interleavedOrder(const ScheduleSpec& spec) {
 // (p-r-1) + r + 1 = p: no more than stage 0 holds under 1F1B.
 ComputeOrder zeroBubbleOrder(const ScheduleSpec& spec) {
   const int p = spec.partitions, m = spec.microbatches;
-  ComputeOrder order(at(p));
+  ComputeOrder order(toIndex(p));
   for (int r = 0; r < p; ++r) {
-    std::vector<Unit>& o = order[at(r)];
+    std::vector<Unit>& o = order[toIndex(r)];
     const int warmup = std::min(p - r - 1, m);
     int f = 0, b = 0, w = 0;
     while (f < warmup) o.push_back({true, 0, f++});
@@ -250,36 +249,36 @@ std::vector<Program> lower(const ScheduleSpec& spec, const ComputeOrder& order) 
   const int p = spec.partitions, v = spec.virtualStages, stages = p * v;
   auto rankOf = [p](int stage) { return stage % p; };
   // channel[q][r]: messages rank q sends to rank r, in send order.
-  std::vector<std::vector<std::vector<Message>>> channel(at(p), std::vector<std::vector<Message>>(at(p)));
+  std::vector<std::vector<std::vector<Message>>> channel(toIndex(p), std::vector<std::vector<Message>>(toIndex(p)));
   for (int q = 0; q < p; ++q)
-    for (const Unit& u : order[at(q)]) {
+    for (const Unit& u : order[toIndex(q)]) {
       if (u.weight) continue;  // a W sends nothing
       const int g = u.chunk * p + q;
       if (u.forward && g + 1 < stages && rankOf(g + 1) != q)
-        channel[at(q)][at(rankOf(g + 1))].push_back({false, u.microbatch, g + 1});
+        channel[toIndex(q)][toIndex(rankOf(g + 1))].push_back({false, u.microbatch, g + 1});
       if (!u.forward && g > 0 && rankOf(g - 1) != q)
-        channel[at(q)][at(rankOf(g - 1))].push_back({true, u.microbatch, g});
+        channel[toIndex(q)][toIndex(rankOf(g - 1))].push_back({true, u.microbatch, g});
     }
-  std::vector<Program> programs(at(p));
+  std::vector<Program> programs(toIndex(p));
   for (int r = 0; r < p; ++r) {
-    Program& prog = programs[at(r)];
+    Program& prog = programs[toIndex(r)];
     prog.rank = r;
-    std::vector<size_t> received(at(p), 0);  // per sender: messages already received
+    std::vector<size_t> received(toIndex(p), 0);  // per sender: messages already received
     auto receiveThrough = [&](int from, const Message& want) {
-      const std::vector<Message>& ch = channel[at(from)][at(r)];
-      for (size_t i = 0; i < received[at(from)]; ++i)
+      const std::vector<Message>& ch = channel[toIndex(from)][toIndex(r)];
+      for (size_t i = 0; i < received[toIndex(from)]; ++i)
         if (ch[i] == want) return;  // received earlier, buffered
       while (true) {
-        STRATA_CHECK(received[at(from)] < ch.size(), "schedule: rank ", r, " needs a message rank ", from,
+        STRATA_CHECK(received[toIndex(from)] < ch.size(), "schedule: rank ", r, " needs a message rank ", from,
                      " never sends (internal error)");
-        const Message& msg = ch[received[at(from)]++];
+        const Message& msg = ch[received[toIndex(from)]++];
         const int localStage = msg.gradient ? msg.boundary - 1 : msg.boundary;
         prog.instructions.push_back({msg.gradient ? Op::kRecvGradient : Op::kRecvActivation, msg.microbatch,
                                      localStage / p, from});
         if (msg == want) return;
       }
     };
-    for (const Unit& u : order[at(r)]) {
+    for (const Unit& u : order[toIndex(r)]) {
       const int g = u.chunk * p + r;
       if (u.weight) {
         prog.instructions.push_back({Op::kBackwardWeight, u.microbatch, u.chunk, -1});
@@ -347,9 +346,9 @@ std::vector<Program> buildPrograms(const ScheduleSpec& spec) {
 }
 
 std::vector<int> peakInFlightPerStage(const std::vector<Program>& programs, int partitions, int virtualStages) {
-  std::vector<int> peak(at(partitions * virtualStages), 0);
+  std::vector<int> peak(toIndex(partitions * virtualStages), 0);
   for (const Program& prog : programs) {
-    std::vector<int> live(at(virtualStages), 0);
+    std::vector<int> live(toIndex(virtualStages), 0);
     // A split backward (zero_bubble) keeps the stash until the W.
     const bool split = std::any_of(prog.instructions.begin(), prog.instructions.end(),
                                    [](const Instruction& in) { return in.op == Op::kBackwardWeight; });
@@ -358,9 +357,9 @@ std::vector<int> peakInFlightPerStage(const std::vector<Program>& programs, int 
       if (in.op != Op::kForward && in.op != frees) continue;
       STRATA_CHECK(in.chunk >= 0 && in.chunk < virtualStages, "rank ", prog.rank, ": chunk ", in.chunk,
                    " out of range");
-      int& n = live[at(in.chunk)];
+      int& n = live[toIndex(in.chunk)];
       n += in.op == Op::kForward ? 1 : -1;
-      int& best = peak[at(in.chunk * partitions + prog.rank)];
+      int& best = peak[toIndex(in.chunk * partitions + prog.rank)];
       best = std::max(best, n);
     }
   }

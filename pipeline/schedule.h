@@ -40,6 +40,9 @@
 
 namespace strata::pipeline {
 
+// A stage, rank or microbatch number as a vector index (they are ints in the programs).
+inline size_t toIndex(int i) { return static_cast<size_t>(i); }
+
 enum class ScheduleKind { kSimple, kInterleaved, kZeroBubble };
 
 // "simple" | "interleaved" | "zero_bubble"; anything else throws strata::ConfigError naming

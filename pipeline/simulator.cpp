@@ -10,7 +10,6 @@
 namespace strata::pipeline {
 namespace {
 
-size_t at(int i) { return static_cast<size_t>(i); }
 
 struct InFlightMessage {
   uint64_t tag = 0;
@@ -43,17 +42,17 @@ class Simulation {
  public:
   Simulation(const std::vector<Program>& programs, const CostModel& costs)
       : programs_(programs), costs_(costs), p_(costs.partitions), v_(costs.virtualStages), stages_(p_ * v_) {
-    channels_.assign(at(p_), std::vector<std::deque<InFlightMessage>>(at(p_)));
-    linkFree_.assign(at(p_), std::vector<double>(at(p_), 0));
-    ranks_.assign(at(p_), RankState{});
+    channels_.assign(toIndex(p_), std::vector<std::deque<InFlightMessage>>(toIndex(p_)));
+    linkFree_.assign(toIndex(p_), std::vector<double>(toIndex(p_), 0));
+    ranks_.assign(toIndex(p_), RankState{});
     for (int r = 0; r < p_; ++r) {
-      ranks_[at(r)].live.assign(at(v_), 0);
-      for (const Instruction& in : programs_[at(r)].instructions)
-        if (in.op == Op::kBackwardWeight) ranks_[at(r)].split = true;
+      ranks_[toIndex(r)].live.assign(toIndex(v_), 0);
+      for (const Instruction& in : programs_[toIndex(r)].instructions)
+        if (in.op == Op::kBackwardWeight) ranks_[toIndex(r)].split = true;
     }
-    result_.ranks.assign(at(p_), RankStats{});
-    result_.peakInFlightPerStage.assign(at(stages_), 0);
-    result_.peakStashBytesPerStage.assign(at(stages_), 0);
+    result_.ranks.assign(toIndex(p_), RankStats{});
+    result_.peakInFlightPerStage.assign(toIndex(stages_), 0);
+    result_.peakStashBytesPerStage.assign(toIndex(stages_), 0);
   }
 
   SimulationResult run() {
@@ -72,8 +71,8 @@ class Simulation {
  private:
   // Executes rank r's next instruction; false when it is done or blocked.
   bool step(int r) {
-    RankState& st = ranks_[at(r)];
-    const Program& prog = programs_[at(r)];
+    RankState& st = ranks_[toIndex(r)];
+    const Program& prog = programs_[toIndex(r)];
     if (st.pc >= prog.instructions.size()) return false;
     const Instruction& in = prog.instructions[st.pc];
     const int g = globalStage(r, in.chunk, p_);
@@ -93,10 +92,10 @@ class Simulation {
         if (g > 0 && !st.activationIn.count(key)) return fail(r, "runs before its input activation arrived");
         st.forwardDone.insert(key);
         if (g + 1 < stages_ && (g + 1) % p_ == r) st.activationIn.insert({g + 1, in.microbatch});
-        duration = costs_.stages[at(g)].forwardSeconds;
-        st.live[at(in.chunk)] += 1;
+        duration = costs_.stages[toIndex(g)].forwardSeconds;
+        st.live[toIndex(in.chunk)] += 1;
         st.liveTotal += 1;
-        st.liveBytes += costs_.stages[at(g)].stashBytes;
+        st.liveBytes += costs_.stages[toIndex(g)].stashBytes;
         noteInFlight(r, g, in.chunk);
         break;
       }
@@ -106,7 +105,7 @@ class Simulation {
         if (g + 1 < stages_ && !st.gradientIn.count(key)) return fail(r, "runs before its output gradient arrived");
         st.backwardDone.insert(key);
         if (g > 0 && (g - 1) % p_ == r) st.gradientIn.insert({g - 1, in.microbatch});
-        const StageCost& cost = costs_.stages[at(g)];
+        const StageCost& cost = costs_.stages[toIndex(g)];
         duration = st.split ? cost.backwardSeconds - cost.weightGradientSeconds : cost.backwardSeconds;
         if (!st.split) release(st, g, in.chunk);
         break;
@@ -115,7 +114,7 @@ class Simulation {
         if (!st.backwardDone.count(key)) return fail(r, "runs the weight gradients before the input gradient (B)");
         if (st.weightDone.count(key)) return fail(r, "runs the weight gradients twice");
         st.weightDone.insert(key);
-        duration = costs_.stages[at(g)].weightGradientSeconds;
+        duration = costs_.stages[toIndex(g)].weightGradientSeconds;
         release(st, g, in.chunk);
         break;
       }
@@ -127,24 +126,24 @@ class Simulation {
         const int target = gradient ? g - 1 : g + 1;
         if (target < 0 || target >= stages_ || target % p_ != in.peer)
           return fail(r, "sends to rank ", in.peer, " but stage ", target, " is not there");
-        const size_t bytes = costs_.stages[at(gradient ? g - 1 : g)].outputBytes;
-        double& linkFree = linkFree_[at(r)][at(in.peer)];
+        const size_t bytes = costs_.stages[toIndex(gradient ? g - 1 : g)].outputBytes;
+        double& linkFree = linkFree_[toIndex(r)][toIndex(in.peer)];
         const double linkStart = std::max(st.clock, linkFree);
         linkFree = linkStart + static_cast<double>(bytes) / costs_.link.bytesPerSecond;
-        channels_[at(r)][at(in.peer)].push_back(
+        channels_[toIndex(r)][toIndex(in.peer)].push_back(
             {instructionTag(in, r, p_), linkFree + costs_.link.latencySeconds, static_cast<int>(st.pc)});
         break;
       }
       case Op::kRecvActivation:
       case Op::kRecvGradient: {
-        std::deque<InFlightMessage>& ch = channels_[at(in.peer)][at(r)];
+        std::deque<InFlightMessage>& ch = channels_[toIndex(in.peer)][toIndex(r)];
         if (ch.empty()) return false;  // blocked (a deadlock if the sender never sends)
         const InFlightMessage msg = ch.front();
         const uint64_t want = instructionTag(in, r, p_);
         if (msg.tag != want)
           return fail(r, "expects the ", describeTag(want), " from rank ", in.peer, " but the next message on that channel is the ",
                       describeTag(msg.tag), " (rank ", in.peer, " instruction ", msg.senderIndex, " ",
-                      formatInstruction(programs_[at(in.peer)].instructions[at(msg.senderIndex)], in.peer, p_), ")");
+                      formatInstruction(programs_[toIndex(in.peer)].instructions[toIndex(msg.senderIndex)], in.peer, p_), ")");
         ch.pop_front();
         st.clock = std::max(st.clock, msg.arrivalSeconds);
         (in.op == Op::kRecvGradient ? st.gradientIn : st.activationIn).insert(key);
@@ -153,7 +152,7 @@ class Simulation {
         return true;
       }
       case Op::kReduceGradients:
-        duration = costs_.reduceSeconds.empty() ? 0 : costs_.reduceSeconds[at(r)];
+        duration = costs_.reduceSeconds.empty() ? 0 : costs_.reduceSeconds[toIndex(r)];
         break;
       case Op::kOptimizerStep:
         duration = costs_.optimizerSeconds;
@@ -167,29 +166,29 @@ class Simulation {
   }
 
   void release(RankState& st, int g, int chunk) {
-    st.live[at(chunk)] -= 1;
+    st.live[toIndex(chunk)] -= 1;
     st.liveTotal -= 1;
-    st.liveBytes -= costs_.stages[at(g)].stashBytes;
+    st.liveBytes -= costs_.stages[toIndex(g)].stashBytes;
   }
 
   void noteInFlight(int r, int g, int chunk) {
-    const RankState& st = ranks_[at(r)];
-    RankStats& stats = result_.ranks[at(r)];
+    const RankState& st = ranks_[toIndex(r)];
+    RankStats& stats = result_.ranks[toIndex(r)];
     stats.peakInFlight = std::max(stats.peakInFlight, st.liveTotal);
     stats.peakStashBytes = std::max(stats.peakStashBytes, st.liveBytes);
-    int& stagePeak = result_.peakInFlightPerStage[at(g)];
-    stagePeak = std::max(stagePeak, st.live[at(chunk)]);
-    result_.peakStashBytesPerStage[at(g)] = static_cast<size_t>(stagePeak) * costs_.stages[at(g)].stashBytes;
+    int& stagePeak = result_.peakInFlightPerStage[toIndex(g)];
+    stagePeak = std::max(stagePeak, st.live[toIndex(chunk)]);
+    result_.peakStashBytesPerStage[toIndex(g)] = static_cast<size_t>(stagePeak) * costs_.stages[toIndex(g)].stashBytes;
   }
 
   void record(int r, double start, double end) {
-    result_.timeline.push_back({r, static_cast<int>(ranks_[at(r)].pc), start, end});
+    result_.timeline.push_back({r, static_cast<int>(ranks_[toIndex(r)].pc), start, end});
   }
 
   template <typename... Args>
   bool fail(int r, const Args&... what) {
-    const RankState& st = ranks_[at(r)];
-    const Instruction& in = programs_[at(r)].instructions[st.pc];
+    const RankState& st = ranks_[toIndex(r)];
+    const Instruction& in = programs_[toIndex(r)].instructions[st.pc];
     result_.errors.push_back(c10::str("rank ", r, " instruction ", st.pc, " (", formatInstruction(in, r, p_),
                                       ") ", what...));
     return false;
@@ -198,8 +197,8 @@ class Simulation {
   void reportStuck() {
     bool stuck = false;
     for (int r = 0; r < p_; ++r) {
-      const RankState& st = ranks_[at(r)];
-      const Program& prog = programs_[at(r)];
+      const RankState& st = ranks_[toIndex(r)];
+      const Program& prog = programs_[toIndex(r)];
       if (st.pc >= prog.instructions.size()) continue;
       stuck = true;
       const Instruction& in = prog.instructions[st.pc];
@@ -212,8 +211,8 @@ class Simulation {
   }
 
   std::string describePosition(int r) const {
-    const RankState& st = ranks_[at(r)];
-    const Program& prog = programs_[at(r)];
+    const RankState& st = ranks_[toIndex(r)];
+    const Program& prog = programs_[toIndex(r)];
     if (st.pc >= prog.instructions.size()) return "finished";
     return c10::str("waiting at its instruction ", st.pc, " (",
                     formatInstruction(prog.instructions[st.pc], r, p_), ")");
@@ -222,11 +221,11 @@ class Simulation {
   void reportLeftovers() {
     for (int q = 0; q < p_; ++q)
       for (int r = 0; r < p_; ++r)
-        for (const InFlightMessage& msg : channels_[at(q)][at(r)])
+        for (const InFlightMessage& msg : channels_[toIndex(q)][toIndex(r)])
           result_.errors.push_back(c10::str("rank ", q, " sends the ", describeTag(msg.tag), " to rank ", r,
                                             " (its instruction ", msg.senderIndex, "), which never receives it"));
     for (int r = 0; r < p_; ++r) {
-      const RankState& st = ranks_[at(r)];
+      const RankState& st = ranks_[toIndex(r)];
       if (st.forwardDone.size() != st.backwardDone.size())
         result_.errors.push_back(c10::str("rank ", r, " runs ", st.forwardDone.size(), " forwards but ",
                                           st.backwardDone.size(), " backwards"));
@@ -243,12 +242,12 @@ class Simulation {
     result_.stepSeconds = step;
     double idle = 0, busy = 0;
     for (int r = 0; r < p_; ++r) {
-      const RankState& st = ranks_[at(r)];
-      RankStats& stats = result_.ranks[at(r)];
+      const RankState& st = ranks_[toIndex(r)];
+      RankStats& stats = result_.ranks[toIndex(r)];
       stats.busySeconds = st.busy;
       stats.finishSeconds = st.clock;
       stats.idleSeconds = step - st.busy;
-      for (int c = 0; c < v_; ++c) stats.staticBytes += costs_.stages[at(c * p_ + r)].staticBytes;
+      for (int c = 0; c < v_; ++c) stats.staticBytes += costs_.stages[toIndex(c * p_ + r)].staticBytes;
       stats.peakMemoryBytes = stats.staticBytes + stats.peakStashBytes;
       idle += stats.idleSeconds;
       busy += st.busy;
@@ -277,7 +276,7 @@ void checkShape(const std::vector<Program>& programs, const CostModel& costs) {
                "simulate: reduceSeconds has ", costs.reduceSeconds.size(), " entries for ", p, " ranks");
   validateLink(costs.link);
   for (int r = 0; r < p; ++r) {
-    const Program& prog = programs[at(r)];
+    const Program& prog = programs[toIndex(r)];
     STRATA_CHECK(prog.rank == r, "simulate: programs[", r, "] is rank ", prog.rank, "'s program");
     for (size_t i = 0; i < prog.instructions.size(); ++i) {
       const Instruction& in = prog.instructions[i];
@@ -310,7 +309,7 @@ CostModel uniformCostModel(int partitions, int virtualStages, double forwardSeco
   stage.weightGradientSeconds = backwardSeconds * kDefaultWeightGradientShare;
   stage.outputBytes = activationBytes;
   stage.stashBytes = activationBytes;
-  costs.stages.assign(at(partitions * virtualStages), stage);
+  costs.stages.assign(toIndex(partitions * virtualStages), stage);
   return costs;
 }
 
@@ -331,7 +330,7 @@ CostModel costModelFor(const Partition& partition, int partitions, int virtualSt
     const double d = dataParallelSize;
     for (int r = 0; r < partitions; ++r) {
       size_t grads = 0;
-      for (int c = 0; c < virtualStages; ++c) grads += partition.stages[at(c * partitions + r)].gradientBytes;
+      for (int c = 0; c < virtualStages; ++c) grads += partition.stages[toIndex(c * partitions + r)].gradientBytes;
       costs.reduceSeconds.push_back(2 * (d - 1) * link.latencySeconds +
                                     2 * (d - 1) / d * static_cast<double>(grads) / link.bytesPerSecond);
     }

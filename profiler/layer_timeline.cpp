@@ -22,13 +22,13 @@ BackwardSlices backwardSlices(const std::vector<int64_t>& outputGradUs, int64_t 
       start = std::min(start, l.interval.startUs);
       end = std::max(end, l.interval.endUs());
     }
-    out.whole = Interval{start, end - start};
+    out.whole = TimedRange{start, end - start};
   }
   return out;
 }
 
-std::vector<Interval> fifoRunIntervals(const std::vector<CommRun>& runs, int64_t notAfterUs) {
-  std::vector<Interval> out;
+std::vector<TimedRange> fifoRunIntervals(const std::vector<CommRun>& runs, int64_t notAfterUs) {
+  std::vector<TimedRange> out;
   out.reserve(runs.size());
   int64_t free = INT64_MIN;  // when the communication thread became free
   for (const CommRun& r : runs) {

@@ -19,22 +19,22 @@
 
 namespace strata::profiler {
 
-struct Interval {
+struct TimedRange {
   int64_t startUs = 0;
   int64_t durUs = 0;
   int64_t endUs() const { return startUs + durUs; }
-  bool operator==(const Interval& o) const { return startUs == o.startUs && durUs == o.durUs; }
+  bool operator==(const TimedRange& o) const { return startUs == o.startUs && durUs == o.durUs; }
 };
 
 struct LayerInterval {
   size_t layer = 0;
-  Interval interval;
+  TimedRange interval;
   bool operator==(const LayerInterval& o) const { return layer == o.layer && interval == o.interval; }
 };
 
 struct BackwardSlices {
   std::vector<LayerInterval> layers;  // in execution order: last layer first
-  std::optional<Interval> whole;      // from the first layer's start to the last one's end
+  std::optional<TimedRange> whole;      // from the first layer's start to the last one's end
 };
 
 // outputGradUs[i]: when the gradient with respect to layer i's output arrived, or -1 (the
@@ -51,6 +51,6 @@ struct CommRun {
 // The intervals the runs occupied on a FIFO communication thread (see above), never ending
 // after `notAfterUs` (when the caller saw them all complete). Consecutive intervals never
 // overlap, so they nest strictly on one track.
-std::vector<Interval> fifoRunIntervals(const std::vector<CommRun>& runs, int64_t notAfterUs);
+std::vector<TimedRange> fifoRunIntervals(const std::vector<CommRun>& runs, int64_t notAfterUs);
 
 }  // namespace strata::profiler

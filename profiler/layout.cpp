@@ -8,7 +8,6 @@
 namespace strata::profiler {
 namespace {
 
-constexpr int64_t kUsPerSecond = 1000000;
 constexpr int64_t kSecondsPerMinute = 60;
 
 int64_t floorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }

@@ -21,6 +21,8 @@
 
 namespace strata::profiler {
 
+constexpr int64_t kUsPerSecond = 1000000;
+
 inline constexpr char kProfilerDirName[] = "profiler-output";
 inline constexpr char kJobEndMarkerName[] = "training_job_end.ts";
 

@@ -4,11 +4,11 @@
 #include <cstdio>
 
 #include "profiler/json_util.h"
+#include "profiler/layout.h"
 
 namespace strata::profiler {
 namespace {
 
-constexpr double kUsPerSecond = 1e6;
 
 void addCpu(const ProcSnapshot& prev, const ProcSnapshot& cur, std::vector<SystemMetric>& out) {
   if (!prev.cpu || !cur.cpu) return;
@@ -28,7 +28,7 @@ void addGpus(const std::vector<GpuReading>& gpus, std::vector<SystemMetric>& out
 }
 
 void addRates(const ProcSnapshot& prev, const ProcSnapshot& cur, std::vector<SystemMetric>& out) {
-  const double dt = static_cast<double>(cur.timestampUs - prev.timestampUs) / kUsPerSecond;
+  const double dt = static_cast<double>(cur.timestampUs - prev.timestampUs) / static_cast<double>(kUsPerSecond);
   if (prev.disk && cur.disk) {
     const DiskThroughput d = computeDiskThroughput(*prev.disk, *cur.disk, dt);
     out.push_back({"i/o", "IOPS", "", d.iops});

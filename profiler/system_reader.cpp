@@ -13,7 +13,6 @@ namespace strata::profiler {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr int64_t kUsPerSecond = 1000000;
 
 bool matches(const std::string& want, const std::string& have) {
   return want.empty() || want == have;

@@ -21,8 +21,6 @@
 #include "core/atomic_file.h"
 #include "core/logging.h"
 
-extern char** environ;
-
 namespace strata::rules {
 
 // ---------------------------------------------------------------------------------------------

@@ -140,7 +140,7 @@ void GradientReducer::beginBackward() {
 void GradientReducer::onGradReady(int index) {
   if (!enabled_) return;
   if (!backwardActive_) beginBackward();
-  if (!rebuilt_) readyOrder_.push_back(index);
+  if (!rebuilt_ && !rebuildDue_) readyOrder_.push_back(index);
   Bucket& bucket = buckets_[slots_[index].bucket];
   if (--bucket.pending > 0) return;
   // Launch in bucket order on every rank, whatever order the buckets became ready in.
@@ -195,12 +195,21 @@ void GradientReducer::finish() {
   ++stats_.steps;
   backwardActive_ = false;
   if (waitStartUs >= 0) observe::observers().gradientSync(observe::spanSince(waitStartUs), runs);
-  maybeRebuild();
+  // The first synchronised backward observed the order; the buckets are rebuilt at the next
+  // zeroGrad(), where the gradients are discarded anyway, so the old buffer is released
+  // before the new one is allocated (no second copy of every gradient at the peak). Without
+  // a zeroGrad() in between (accumulation), they are rebuilt here one backward later, copying.
+  if (rebuildDue_) {
+    maybeRebuild();
+  } else if (!rebuilt_) {
+    rebuildDue_ = true;
+  }
 }
 
 void GradientReducer::maybeRebuild() {
   if (rebuilt_) return;
   rebuilt_ = true;
+  rebuildDue_ = false;
   // Rank 0's observed order decides for everyone, so buckets stay identical across ranks.
   std::vector<int64_t> order(slots_.size(), -1);
   for (size_t i = 0; i < readyOrder_.size() && i < order.size(); ++i) order[i] = readyOrder_[i];
@@ -222,6 +231,14 @@ void GradientReducer::maybeRebuild() {
 void GradientReducer::zeroGrad() {
   finish();
   torch::NoGradGuard noGrad;
+  if (rebuildDue_) {
+    // Nothing to carry over: drop every reference to the old buffer first (a gradient the
+    // user still holds keeps it alive, which costs memory, not correctness).
+    for (auto& slot : slots_) slot.param.mutable_grad() = torch::Tensor();
+    buckets_.clear();
+    storage_.reset();
+    maybeRebuild();
+  }
   for (auto& b : buckets_) b.flat.zero_();
   for (auto& slot : slots_) {
     // The user (or an optimizer) may have replaced the gradient tensor: re-point it at the bucket.

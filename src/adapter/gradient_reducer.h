@@ -77,7 +77,8 @@ class GradientReducer {
   void finish();
   // finish() even if no hook fired (a pipeline rank whose last backward had no parameters).
   void reduceNow();
-  // Zeroes the buckets and points every parameter's .grad() back at its bucket slice.
+  // Zeroes the buckets and points every parameter's .grad() back at its bucket slice (after
+  // the first synchronised step: rebuilds the buckets in the observed order first).
   void zeroGrad();
 
   size_t numBuckets() const { return buckets_.size(); }
@@ -132,6 +133,7 @@ class GradientReducer {
   bool enabled_ = true;
   bool backwardActive_ = false;  // a hook fired since the last finish
   bool rebuilt_ = false;
+  bool rebuildDue_ = false;      // the order is known; rebuild at the next zeroGrad()
   std::vector<int> readyOrder_;  // observed in the first synchronised backward
   GradientReducerStats stats_;
 };

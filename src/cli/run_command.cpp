@@ -27,8 +27,6 @@
 #include "checkpoint/restart_policy.h"
 #include "cli/command_registry.h"
 
-extern char** environ;
-
 namespace strata::cli {
 namespace {
 

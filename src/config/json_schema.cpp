@@ -16,10 +16,6 @@ namespace {
 // Longest value echoed back in a message; a whole object would drown the message.
 constexpr size_t kMaxDescribeChars = 60;
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 std::string trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t");
@@ -98,7 +94,7 @@ std::string showPath(const std::string& path) { return path.empty() ? "(root)" :
 size_t editDistance(const std::string& a, const std::string& b) {
   // Optimal string alignment: Levenshtein plus adjacent transpositions ("tpc" -> "tcp"
   // is one edit, as a typist sees it). Keys are short, so a full table is fine.
-  const std::string x = lower(a), y = lower(b);
+  const std::string x = lowercase(a), y = lowercase(b);
   std::vector<std::vector<size_t>> d(x.size() + 1, std::vector<size_t>(y.size() + 1));
   for (size_t i = 0; i <= x.size(); ++i) d[i][0] = i;
   for (size_t j = 0; j <= y.size(); ++j) d[0][j] = j;
@@ -117,12 +113,12 @@ std::string nearestName(const std::string& word, const std::vector<std::string>&
   // A typo changes about one character in four; containment catches "interval" for
   // "save_interval" and "rule_parameters" for "parameters".
   const size_t maxDistance = std::max<size_t>(1, std::min<size_t>(3, (word.size() + 2) / 4));
-  const std::string w = lower(word);
+  const std::string w = lowercase(word);
   std::string best;
   size_t bestDistance = std::numeric_limits<size_t>::max();
   for (const std::string& candidate : candidates) {
     const size_t d = editDistance(word, candidate);
-    const std::string c = lower(candidate);
+    const std::string c = lowercase(candidate);
     const bool contains = std::min(w.size(), c.size()) >= 4 &&
                           (c.find(w) != std::string::npos || w.find(c) != std::string::npos);
     if ((d <= maxDistance || contains) && d < bestDistance) {
@@ -375,6 +371,11 @@ void ObjectReader::read(const std::string& key, std::string& out) const {
 void ObjectReader::readEnum(const std::string& key, std::string& out,
                             const std::vector<std::string>& allowed) const {
   if (has(key)) out = validator_.expectEnum(at(key), pathOf(key), allowed);
+}
+
+std::string lowercase(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
 }
 
 }  // namespace strata::config::detail

@@ -115,4 +115,7 @@ class ObjectReader {
   std::string path_;
 };
 
+// ASCII lower case (names compared without regard to case).
+std::string lowercase(std::string s);
+
 }  // namespace strata::config::detail

@@ -45,11 +45,6 @@ using RuleSpec = rules::RuleDecl;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 // "90" -> 90 and "0.5" -> 0.5; anything else stays as given (and then fails the check).
 Json numberFromString(const Json& value) {
   if (!value.is_string()) return value;
@@ -60,7 +55,7 @@ Json numberFromString(const Json& value) {
 // "True"/"false" (Python's str(bool) and JSON's spelling) -> bool.
 Json boolFromString(const Json& value) {
   if (!value.is_string()) return value;
-  const std::string text = lower(value.get<std::string>());
+  const std::string text = lowercase(value.get<std::string>());
   if (text == "true") return true;
   if (text == "false") return false;
   return value;

@@ -2,10 +2,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <unistd.h>  // environ (glibc declares it with _GNU_SOURCE, which g++ defines)
 
 #include "core/errors.h"
-
-extern char** environ;
 
 namespace strata::env {
 
