@@ -144,7 +144,9 @@ TEST(DataParallelFeatures, GradientsAreAveragedBucketViews) {
   const char* transport = std::getenv("STRATA_TRANSPORT");
   const bool sharedMemory = strata::size() > 1 && strata::local_size() == strata::size() &&
                             !(transport != nullptr && std::string(transport) == "tcp");
-  for (int step = 0; step < 2; ++step) {  // the second step runs on the rebuilt buckets
+  // No zero_grad() here, so the buckets are rebuilt at the end of step 1's backward with its
+  // gradients copied over (checked below); step 2 runs on the rebuilt buckets.
+  for (int step = 0; step < 3; ++step) {
     auto [x, y] = globalBatch(step, torch::kFloat64);
     reference->zero_grad();
     torch::mse_loss(reference->forward(x), y).backward();
