@@ -5,7 +5,10 @@
 // -np 4 (pure pipelines of size() stages and hybrids of 2-stage pipelines).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "pp/pp_layer_list_testing.h"
+#include "strata/checkpoint.h"
 #include "strata/nested_sequential.h"
 
 namespace strata::testing {
@@ -231,6 +234,30 @@ TEST(NestedModels, ANestedSequentialIsCutAtBlockGranularityAndMatchesOneProcess)
     ASSERT_TRUE(refParams.contains(item.key())) << item.key();
     EXPECT_TRUE(torch::equal(item.value().grad(), refParams[item.key()].grad())) << item.key();
   }
+}
+
+
+// An SGD subclass: its state may be its own, so Strata does not key it by parameter path.
+struct UserSgd : torch::optim::SGD {
+  using torch::optim::SGD::SGD;
+};
+
+TEST(LayerListBadInput, AFullCheckpointOfAnOptimizerWithoutPerParameterStateFailsEveryRankBeforeWriting) {
+  torch::manual_seed(1);
+  const auto [x, y] = tokenBatch(0, 8);
+  DistributedModel model(tinyLm(4), x, pipeOfAll());
+  DistributedOptimizer opt(UserSgd(model.parameters(), torch::optim::SGDOptions(0.1)), model);
+  opt.zero_grad();
+  model.step(x, y, lmStep);
+  opt.step();
+  // Each rank its own directory: the refusal comes before anything is written.
+  const std::filesystem::path root = std::filesystem::temp_directory_path() /
+                                     ("strata-pp-full-refused-" + std::to_string(getpid()));
+  expectErrorEverywhere<Error>([&] { strata::save(root.string(), model, opt); },
+                               {"full checkpoint of a " + std::to_string(strata::size()) + "-stage pipeline",
+                                "by parameter path", "{.partial = true}"});
+  EXPECT_FALSE(std::filesystem::exists(root)) << "a refused save created " << root;
+  std::filesystem::remove_all(root);
 }
 
 }  // namespace
