@@ -61,9 +61,8 @@ std::vector<LayerCost> layerProfileFromJson(const json& doc, const std::string& 
     const std::string where = c10::str(source, ": layers[", index, "]");
     if (!item.is_object()) STRATA_THROW(ConfigError, where, " must be an object, got ", item.dump());
     rejectUnknown(item,
-                  {"name", "forward_ms", "backward_ms", "parameter_bytes", "gradient_bytes",
-                   "optimizer_state_bytes", "activation_bytes", "stash_bytes", "tie_group", "tied_bytes",
-                   "weight_gradient_ms"},
+                  {"name", "forward_ms", "backward_ms", "parameter_bytes", "gradient_bytes", "optimizer_state_bytes",
+                   "activation_bytes", "stash_bytes", "tie_group", "tied_bytes", "weight_gradient_ms"},
                   where);
     if (!item.contains("name") || !item.at("name").is_string())
       STRATA_THROW(ConfigError, where, ": \"name\" (a string) is required");

@@ -17,7 +17,8 @@ namespace {
 
 std::vector<double> afterWarmup(const std::vector<double>& runs, int warmup) {
   const auto skip = static_cast<size_t>(std::max(0, warmup));
-  return skip >= runs.size() ? std::vector<double>() : std::vector<double>(runs.begin() + static_cast<long>(skip), runs.end());
+  return skip >= runs.size() ? std::vector<double>()
+                             : std::vector<double>(runs.begin() + static_cast<long>(skip), runs.end());
 }
 
 }  // namespace
@@ -27,8 +28,8 @@ LayerTimes layerTimesFromSamples(const LayerTimingSamples& samples, int warmup, 
   STRATA_CHECK(samples.backwardSeconds.size() == runs, "layer profile of \"", layer, "\": ", runs,
                " forward times but ", samples.backwardSeconds.size(), " backward times");
   STRATA_CHECK(samples.weightGradientSeconds.empty() || samples.weightGradientSeconds.size() == runs,
-               "layer profile of \"", layer, "\": ", runs, " forward times but ",
-               samples.weightGradientSeconds.size(), " weight-gradient times");
+               "layer profile of \"", layer, "\": ", runs, " forward times but ", samples.weightGradientSeconds.size(),
+               " weight-gradient times");
   STRATA_CHECK(runs > static_cast<size_t>(std::max(0, warmup)), "layer profile of \"", layer, "\": ", runs,
                " timed run(s), none left after ", warmup, " warm-up run(s)");
   LayerTimes t;

@@ -50,8 +50,7 @@ TEST(LayerProfile, WeightGradientRoundTripsAndIsPartOfTheBackward) {
   EXPECT_NEAR(back[0].weightGradientSeconds, 0.0025, 1e-15);
   EXPECT_DOUBLE_EQ(back[1].weightGradientSeconds, -1);
   EXPECT_DOUBLE_EQ(back[1].weightGradientOrDefault(), 0.001);
-  const std::string e =
-      errorOf(json{{"layers", {{{"name", "fc1"}, {"backward_ms", 2}, {"weight_gradient_ms", 3}}}}});
+  const std::string e = errorOf(json{{"layers", {{{"name", "fc1"}, {"backward_ms", 2}, {"weight_gradient_ms", 3}}}}});
   EXPECT_NE(e.find("p.json: layers[0]: \"weight_gradient_ms\" 3 exceeds \"backward_ms\" 2"), std::string::npos) << e;
 }
 
