@@ -6,6 +6,7 @@
 #include "core/errors.h"
 #include "pipeline/layer_timing.h"
 #include "pipeline/partitioner.h"
+#include "pipeline/plan.h"
 #include "pipeline/simulator.h"
 
 namespace strata::pipeline {
@@ -85,6 +86,32 @@ TEST(LayerTiming, MeasuredWeightGradientReachesTheStageCosts) {
   const CostModel costs = costModelFor(part, 2, 1, LinkModel{});
   EXPECT_DOUBLE_EQ(costs.stages[0].weightGradientSeconds, 0.0016 + 0);
   EXPECT_DOUBLE_EQ(costs.stages[1].weightGradientSeconds, 0.002);  // 2 x 50 % of 2 ms
+}
+
+// The zero_bubble plan prices B and W from the profile: a measured W of 80 % changes its
+// predicted step (1F1B's, which never splits, stays), and the schedule table says which share
+// it used.
+TEST(LayerTiming, ZeroBubblePlanUsesTheMeasuredShare) {
+  auto planWith = [](double weightShare, ScheduleKind kind) {
+    std::vector<LayerCost> layers = uniformLayers(8, 0.001, 0.002, 0);
+    if (weightShare >= 0)
+      for (LayerCost& l : layers) l.weightGradientSeconds = 0.002 * weightShare;
+    PlanRequest r;
+    r.schedule.kind = kind;
+    r.schedule.partitions = 4;
+    r.schedule.microbatches = 8;
+    r.schedule.activeMicrobatches = kind == ScheduleKind::kInterleaved ? 4 : 0;
+    return planPipeline(layers, r);
+  };
+  const PipelinePlan assumed = planWith(-1, ScheduleKind::kZeroBubble);
+  const PipelinePlan measured = planWith(0.8, ScheduleKind::kZeroBubble);
+  ASSERT_TRUE(assumed.simulation.ok && measured.simulation.ok);
+  EXPECT_NE(assumed.simulation.stepSeconds, measured.simulation.stepSeconds);
+  EXPECT_DOUBLE_EQ(planWith(-1, ScheduleKind::kInterleaved).simulation.stepSeconds,
+                   planWith(0.8, ScheduleKind::kInterleaved).simulation.stepSeconds);
+  const std::string table = formatScheduleComparison(compareSchedules(measured));
+  EXPECT_NE(table.find("(W = 80% of the backward)"), std::string::npos) << table;
+  EXPECT_NE(formatScheduleComparison(compareSchedules(assumed)).find("(W = 50% of the backward)"), std::string::npos);
 }
 
 }  // namespace
