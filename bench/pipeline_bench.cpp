@@ -10,7 +10,8 @@
 // convention (idle / (ranks x step)). The single-process baselines run on rank 0 while
 // rank 1 sleeps in a blocking receive (no spinning), accumulating the same m microbatches.
 // --sleep-ms replaces the layers by sleep layers (timing without CPU, for loaded machines).
-// Ends with the summary lines of issue 4.
+// The automatic partition (p = 2) is compared with every contiguous manual partition of the
+// unbalanced model. Ends with the summary lines of issues 4 and 14.
 #include <CLI/CLI.hpp>
 #include <torch/torch.h>
 
@@ -282,7 +283,8 @@ int main(int argc, char** argv) {
     std::printf("%-12s %2s %2s %2s %10s %10s %10s %9s %9s %8s %8s %-14s %s\n", "schedule", "p", "m", "v", "step_ms",
                 "compute_ms", "samples/s", "bubble%", "pred%", "meas/pred", "pred_ms", "peak_stash", "cut");
   }
-  double bubbleRatioInterleaved8 = 0;
+  double bubbleRatioInterleaved8 = 0, bubbleRatioSimple8 = 0;
+  double stepRatioInterleaved8 = 0, stepRatioSimple8 = 0;  // measured / predicted step time
   double idle1F1B8 = 0, idleZeroBubble8 = 0;  // interleaved with active_microbatches = p is 1F1B
   struct Row { std::string schedule; int m; int v; };
   const std::vector<Row> rows = {{"simple", 2, 1},      {"simple", 4, 1},      {"simple", 8, 1},
@@ -291,9 +293,15 @@ int main(int argc, char** argv) {
   for (const Row& row : rows) {
     const Result r = runPipeline(balancedNet(o), o, mpConfig(row.schedule, p, row.m, row.v));
     const double ratio = r.measuredBubble / std::max(1e-9, r.predictedBubble);
+    const double stepRatio = r.stepSeconds / std::max(1e-9, r.predictedStepSeconds);
     if (row.schedule == "interleaved" && row.m == 8 && row.v == 1) {
       bubbleRatioInterleaved8 = ratio;
+      stepRatioInterleaved8 = stepRatio;
       idle1F1B8 = r.idleSeconds;
+    }
+    if (row.schedule == "simple" && row.m == 8) {
+      bubbleRatioSimple8 = ratio;
+      stepRatioSimple8 = stepRatio;
     }
     if (row.schedule == "zero_bubble" && row.m == 8) idleZeroBubble8 = r.idleSeconds;
     if (root)
@@ -316,8 +324,9 @@ int main(int argc, char** argv) {
     const int children = static_cast<int>(unbalancedNet(o)->size());
     std::vector<std::string> configs = {mpConfig("interleaved", 2, 8)};
     std::vector<int> cuts = {-1};
-    const int stride = o.sleepMs > 0 ? 1 : 2;  // real model: after each Linear+Tanh pair
-    for (int cut = stride; cut < children; cut += stride) {
+    // Every contiguous 2-stage partition: a cut before each child but the first (also
+    // between a Linear and its Tanh, where the automatic partition may cut too).
+    for (int cut = 1; cut < children; ++cut) {
       std::string manual = "{";
       for (int i = 0; i < children; ++i) manual += c10::str(i ? ", " : "", "\"", i, "\": ", i < cut ? 0 : 1);
       configs.push_back(mpConfig("interleaved", 2, 8, 1, manual + "}"));
@@ -371,6 +380,9 @@ int main(int argc, char** argv) {
     // Sleep layers tag their lines, so the real-compute lines stay the canonical ones.
     const char* tag = o.sleepMs > 0 ? " (sleep layers)" : "";
     std::printf("# bubble measured/predicted interleaved p=%d m=8%s: %.2f\n", p, tag, bubbleRatioInterleaved8);
+    std::printf("# bubble measured/predicted simple p=%d m=8%s: %.2f\n", p, tag, bubbleRatioSimple8);
+    std::printf("# step measured/predicted interleaved p=%d m=8%s: %.2f\n", p, tag, stepRatioInterleaved8);
+    std::printf("# step measured/predicted simple p=%d m=8%s: %.2f\n", p, tag, stepRatioSimple8);
     std::printf("# bubble zero-bubble/1F1B p=%d m=8%s: %.2f\n", p, tag, idleZeroBubble8 / std::max(1e-9, idle1F1B8));
     std::printf("# speedup 2-stage/1-thread m=8%s: %.2f\n", tag, sp.oneThread / sp.pipeline);
     std::printf("# speedup 2-stage/2-thread m=8%s: %.2f\n", tag, sp.twoThreads / sp.pipeline);

@@ -1,5 +1,6 @@
 #include "pipeline/layer_cost.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -38,6 +39,11 @@ void rejectUnknown(const json& obj, const std::set<std::string>& known, const st
 
 }  // namespace
 
+double LayerCost::weightGradientOrDefault() const {
+  if (weightGradientSeconds < 0) return backwardSeconds * kDefaultWeightGradientShare;
+  return std::min(weightGradientSeconds, backwardSeconds);
+}
+
 void validateLink(const LinkModel& link) {
   if (!std::isfinite(link.latencySeconds) || link.latencySeconds < 0)
     STRATA_THROW(ConfigError, "link latency must be a finite number >= 0 seconds, got ", link.latencySeconds);
@@ -55,8 +61,8 @@ std::vector<LayerCost> layerProfileFromJson(const json& doc, const std::string& 
     const std::string where = c10::str(source, ": layers[", index, "]");
     if (!item.is_object()) STRATA_THROW(ConfigError, where, " must be an object, got ", item.dump());
     rejectUnknown(item,
-                  {"name", "forward_ms", "backward_ms", "parameter_bytes", "gradient_bytes",
-                   "optimizer_state_bytes", "activation_bytes", "stash_bytes", "tie_group", "tied_bytes"},
+                  {"name", "forward_ms", "backward_ms", "parameter_bytes", "gradient_bytes", "optimizer_state_bytes",
+                   "activation_bytes", "stash_bytes", "tie_group", "tied_bytes", "weight_gradient_ms"},
                   where);
     if (!item.contains("name") || !item.at("name").is_string())
       STRATA_THROW(ConfigError, where, ": \"name\" (a string) is required");
@@ -76,6 +82,12 @@ std::vector<LayerCost> layerProfileFromJson(const json& doc, const std::string& 
       layer.tieGroup = t.get<int>();
     }
     layer.tiedBytes = readBytes(item, "tied_bytes", where);
+    if (item.contains("weight_gradient_ms")) {
+      layer.weightGradientSeconds = readNonNegative(item, "weight_gradient_ms", where) / 1e3;
+      if (layer.weightGradientSeconds > layer.backwardSeconds)
+        STRATA_THROW(ConfigError, where, ": \"weight_gradient_ms\" ", item.at("weight_gradient_ms").dump(),
+                     " exceeds \"backward_ms\" ", layer.backwardSeconds * 1e3, " (W is part of the backward)");
+    }
     if (layer.tiedBytes > layer.staticBytes())
       STRATA_THROW(ConfigError, where, ": \"tied_bytes\" ", layer.tiedBytes,
                    " exceeds the layer's parameter + gradient + optimizer state bytes ", layer.staticBytes());
@@ -99,6 +111,7 @@ json layerProfileToJson(const std::vector<LayerCost>& layers) {
                  {"stash_bytes", l.stashBytes}};
     if (l.tieGroup >= 0) item["tie_group"] = l.tieGroup;
     if (l.tiedBytes > 0) item["tied_bytes"] = l.tiedBytes;
+    if (l.weightGradientSeconds >= 0) item["weight_gradient_ms"] = l.weightGradientSeconds * 1e3;
     list.push_back(std::move(item));
   }
   return json{{"layers", list}};

@@ -30,9 +30,22 @@ struct LayerCost {
   // holding several layers of one group holds it once.
   int tieGroup = -1;
   size_t tiedBytes = 0;
+  // The weight-gradient part (zero_bubble's W) of backwardSeconds, measured by running the
+  // backward split in two; < 0: not measured (kDefaultWeightGradientShare of the backward).
+  double weightGradientSeconds = -1;
 
   size_t staticBytes() const { return parameterBytes + gradientBytes + optimizerStateBytes; }
+  // The W part: measured (at most the whole backward), else the default share.
+  double weightGradientOrDefault() const;
 };
+
+// The share of a backward that is the weight-gradient pass (zero_bubble's W) when only the
+// total backward time is known (a hand-written profile): a Linear or convolution layer's
+// backward is two products the size of its forward, one for the input gradient and one for
+// the weight gradient, so half of it (the zero-bubble paper's t_B = t_W). Measured profiles
+// carry the split (weightGradientSeconds): on this machine W is 60-65 % of a Linear layer's
+// backward at 16 rows, and 0 for layers without parameters.
+constexpr double kDefaultWeightGradientShare = 0.5;
 
 // Point-to-point link between two pipeline ranks: time = latency + bytes / bandwidth.
 struct LinkModel {
@@ -50,9 +63,11 @@ void validateLink(const LinkModel& link);
 // JSON form of a profile (times in milliseconds, sizes in bytes; unknown keys rejected):
 //   {"layers": [{"name": "fc1", "forward_ms": 1.5, "backward_ms": 3.0,
 //                "parameter_bytes": 4096, "gradient_bytes": 4096, "optimizer_state_bytes": 8192,
-//                "activation_bytes": 1024, "stash_bytes": 2048, "tie_group": -1}, ...],
+//                "activation_bytes": 1024, "stash_bytes": 2048, "tie_group": -1,
+//                "weight_gradient_ms": 1.8}, ...],
 //    "link": {"latency_us": 50, "bandwidth_gbps": 10}}          ("link" optional)
-// Only "name" is required per layer; missing numbers are 0 (tie_group -1).
+// Only "name" is required per layer; missing numbers are 0 (tie_group -1; weight_gradient_ms
+// absent: kDefaultWeightGradientShare of backward_ms; above backward_ms: an error).
 // `source` (a path) starts every error message. Throws strata::ConfigError.
 std::vector<LayerCost> layerProfileFromJson(const nlohmann::json& json, const std::string& source);
 nlohmann::json layerProfileToJson(const std::vector<LayerCost>& layers);

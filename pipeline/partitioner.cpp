@@ -51,12 +51,14 @@ class StageCalc {
     const size_t n = layers.size();
     fwd_.assign(n + 1, 0);
     bwd_.assign(n + 1, 0);
+    weight_.assign(n + 1, 0);
     static_.assign(n + 1, 0);
     stash_.assign(n + 1, 0);
     grad_.assign(n + 1, 0);
     for (size_t i = 0; i < n; ++i) {
       fwd_[i + 1] = fwd_[i] + layers[i].forwardSeconds;
       bwd_[i + 1] = bwd_[i] + layers[i].backwardSeconds;
+      weight_[i + 1] = weight_[i] + layers[i].weightGradientOrDefault();
       static_[i + 1] = static_[i] + layers[i].staticBytes();
       stash_[i + 1] = stash_[i] + layers[i].stashBytes;
       grad_[i + 1] = grad_[i] + layers[i].gradientBytes;
@@ -72,6 +74,7 @@ class StageCalc {
     s.endLayer = end;
     s.forwardSeconds = fwd_[idx(end)] - fwd_[idx(first)];
     s.backwardSeconds = bwd_[idx(end)] - bwd_[idx(first)];
+    s.weightGradientSeconds = weight_[idx(end)] - weight_[idx(first)];
     s.outputBytes = layers_[idx(end - 1)].activationBytes;
     s.sendSeconds = k + 1 < stages_ ? options_.link.transferSeconds(s.outputBytes) : 0;
     s.timeSeconds = s.forwardSeconds + s.backwardSeconds + (options_.includeSendCost ? s.sendSeconds : 0);
@@ -100,7 +103,7 @@ class StageCalc {
   const PartitionOptions& options_;
   int stages_;
   TieDedup ties_;
-  std::vector<double> fwd_, bwd_;
+  std::vector<double> fwd_, bwd_, weight_;
   std::vector<size_t> static_, stash_, grad_;
   double totalSeconds_ = 0, totalBytes_ = 0;
 };

@@ -51,6 +51,7 @@ struct StagePlan {
   int endLayer = 0;  // exclusive
   double forwardSeconds = 0;
   double backwardSeconds = 0;
+  double weightGradientSeconds = 0;  // of which W (LayerCost::weightGradientOrDefault)
   double sendSeconds = 0;  // output activation over the link (0 for the last stage)
   double timeSeconds = 0;  // forward + backward (+ send when includeSendCost)
   size_t staticBytes = 0;  // parameters + gradients + optimizer state (a tied tensor once)

@@ -127,6 +127,12 @@ std::vector<ScheduleComparison> compareSchedules(const PipelinePlan& plan) {
   const ScheduleSpec& spec = plan.request.schedule;
   if (!plan.partition.ok || !plan.simulation.ok || spec.virtualStages != 1) return {};
   const CostModel costs = costModelFor(plan.partition, spec.partitions, 1, plan.request.link, spec.dataParallelSize);
+  double backward = 0, weight = 0;
+  for (const StageCost& stage : costs.stages) {
+    backward += stage.backwardSeconds;
+    weight += stage.weightGradientSeconds;
+  }
+  const double share = backward > 0 ? weight / backward : kDefaultWeightGradientShare;
   std::vector<ScheduleComparison> rows;
   auto add = [&](const std::string& name, ScheduleKind kind, int cap) {
     ScheduleSpec s = spec;
@@ -136,7 +142,7 @@ std::vector<ScheduleComparison> compareSchedules(const PipelinePlan& plan) {
     STRATA_CHECK(r.ok, "compareSchedules: the ", name, " schedule failed its simulation: ", r.errors.front());
     int peak = 0;
     for (const RankStats& rank : r.ranks) peak = std::max(peak, rank.peakInFlight);
-    rows.push_back({name, r.stepSeconds, r.bubbleFraction, r.bubbleOverIdeal, peak});
+    rows.push_back({name, r.stepSeconds, r.bubbleFraction, r.bubbleOverIdeal, peak, share});
   };
   add("simple (GPipe)", ScheduleKind::kSimple, 0);
   add("1F1B (interleaved, active_microbatches=" + std::to_string(spec.partitions) + ")", ScheduleKind::kInterleaved,
@@ -151,8 +157,8 @@ std::string formatScheduleComparison(const std::vector<ScheduleComparison>& rows
   for (const ScheduleComparison& row : rows)
     if (row.schedule.rfind("1F1B", 0) == 0) oneFOneBIdle = row.bubbleOverIdeal;
   std::ostringstream out;
-  out << "schedules on this partition (W = " << fixed(kDefaultWeightGradientShare * 100, 0)
-      << "% of each backward):\n"
+  out << "schedules on this partition (W = " << fixed(rows.front().weightGradientShare * 100, 0)
+      << "% of the backward):\n"
       << pad("schedule", 44) << pad("step ms", 12) << pad("bubble %", 10) << pad("over ideal %", 14)
       << pad("peak in-flight", 16) << "bubble / 1F1B\n";
   for (const ScheduleComparison& row : rows)

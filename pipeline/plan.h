@@ -50,6 +50,7 @@ struct ScheduleComparison {
   double bubbleFraction = 0;   // idle / rank time
   double bubbleOverIdeal = 0;  // idle / busy
   int peakInFlight = 0;        // the most any rank stashes
+  double weightGradientShare = 0;  // W / backward over all stages (zero_bubble's split)
 };
 std::vector<ScheduleComparison> compareSchedules(const PipelinePlan& plan);
 std::string formatScheduleComparison(const std::vector<ScheduleComparison>& rows);

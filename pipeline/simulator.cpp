@@ -323,8 +323,8 @@ CostModel costModelFor(const Partition& partition, int partitions, int virtualSt
   costs.virtualStages = virtualStages;
   costs.link = link;
   for (const StagePlan& s : partition.stages)
-    costs.stages.push_back({s.forwardSeconds, s.backwardSeconds, s.backwardSeconds * kDefaultWeightGradientShare,
-                            s.outputBytes, s.stashBytes, s.staticBytes});
+    costs.stages.push_back(
+        {s.forwardSeconds, s.backwardSeconds, s.weightGradientSeconds, s.outputBytes, s.stashBytes, s.staticBytes});
   if (dataParallelSize > 1) {
     // Ring AllReduce of the rank's gradients: 2 (d-1) steps of bytes/d each.
     const double d = dataParallelSize;

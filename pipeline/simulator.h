@@ -24,13 +24,6 @@
 
 namespace strata::pipeline {
 
-// The share of a backward that is the weight-gradient pass (zero_bubble's W) when only the
-// total backward time is known (the layer profile measures forward and backward): a Linear
-// or convolution layer's backward is two products the size of its forward, one for the
-// input gradient and one for the weight gradient, so half of it (the zero-bubble paper's
-// t_B = t_W). Layers without parameters have no W, so this overstates W for them.
-constexpr double kDefaultWeightGradientShare = 0.5;
-
 struct StageCost {
   double forwardSeconds = 0;
   double backwardSeconds = 0;        // the whole backward (B + W)
@@ -57,9 +50,9 @@ CostModel uniformCostModel(int partitions, int virtualStages, double forwardSeco
                            LinkModel link = {});
 
 // Costs from a partition of a layer profile (stage k of the partition = global stage k,
-// so the partition must have p * v stages); W is kDefaultWeightGradientShare of each
-// stage's backward. With dataParallelSize > 1 each rank's
-// kReduceGradients is a ring AllReduce of its gradient bytes over the same link:
+// so the partition must have p * v stages); W is the stage's layers' W (measured, or
+// kDefaultWeightGradientShare of a layer's backward where not measured). With
+// dataParallelSize > 1 each rank's kReduceGradients is a ring AllReduce of its gradient bytes over the same link:
 // 2 (d-1) latencies + 2 (d-1)/d * bytes / bandwidth.
 CostModel costModelFor(const Partition& partition, int partitions, int virtualStages,
                        const LinkModel& link, int dataParallelSize = 1);

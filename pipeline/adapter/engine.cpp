@@ -166,16 +166,17 @@ void Engine::makePlan(const torch::Tensor& sampleMicrobatch, Group& world, doubl
 
 // World rank 0 measures every layer (a LayerList's built one at a time) and sends the
 // profile to everyone, so every rank plans from the same numbers; a failure there is
-// reported on every rank.
+// reported on every rank. The other ranks run the same profile at the same time and drop
+// it: in training every rank computes at once, sharing the cores' caches and the memory
+// bandwidth, and a profile taken while the other ranks sleep predicts a faster run than
+// the one that follows (each rank still holds one layer at a time).
 LayerProfile Engine::profile(const torch::Tensor& sample, Group& world, const ProfileOptions& options) {
   std::string text;
   char kind = 'P';  // P: profile, C: ConfigError, E: other error
+  std::vector<std::string> names;
+  for (const Layer& l : layers_) names.push_back(l.name);
+  auto acquire = [this](int i) { return builder_ ? builder_->build(i) : layers_.at(static_cast<size_t>(i)).module; };
   if (world.rank() == 0) {
-    std::vector<std::string> names;
-    for (const Layer& l : layers_) names.push_back(l.name);
-    auto acquire = [this](int i) {
-      return builder_ ? builder_->build(i) : layers_.at(static_cast<size_t>(i)).module;
-    };
     try {
       text = profileToJson(profileLayers(names, acquire, ties_, sample, options));
     } catch (const ConfigError& e) {
@@ -187,6 +188,12 @@ LayerProfile Engine::profile(const torch::Tensor& sample, Group& world, const Pr
     } catch (const std::exception& e) {
       kind = 'E';
       text = c10::str(rankTag(), " profiling the model's layers: ", e.what());
+    }
+  } else {
+    try {
+      (void)profileLayers(names, acquire, ties_, sample, options);
+    } catch (const std::exception&) {
+      // Only load: rank 0's profile (and its error, if the model fails there too) counts.
     }
   }
   text.insert(text.begin(), kind);

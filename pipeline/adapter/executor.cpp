@@ -190,7 +190,7 @@ torch::Tensor Executor::recordedForward(int chunk, int microbatch, const torch::
   interest.times = true;
   instrument::LayerRecorder recorder(
       std::move(chain), x, interest, [](size_t) { return std::vector<torch::Tensor>(); },
-      /*timeLayerBackward=*/false);  // the stage's backward is timed in backward()
+      instrument::BackwardTiming::kStage);  // the stage's whole backward is timed in backward()
   torch::Tensor y = x;
   if (cuts) {
     cuts->layerInputs.clear();
@@ -207,6 +207,7 @@ torch::Tensor Executor::recordedForward(int chunk, int microbatch, const torch::
     if (cuts) cuts->layerOutputs.push_back(y);
   }
   recorder.finish(y);
+  if (auto done = recorder.backwardDone()) stash_[{chunk, microbatch}].layerBackwardDone = std::move(done);
   return y;
 }
 
@@ -258,6 +259,7 @@ void Executor::backward(const Instruction& in) {
   Stash& st = it->second;
   if (setup_.splitBackward) {
     backwardInput(in, st);
+    endLayerBackward(st);
     const double seconds = secondsSince(start);
     report_.computeSeconds += seconds;
     report_.backwardSeconds += seconds;
@@ -279,6 +281,7 @@ void Executor::backward(const Instruction& in) {
     if (st.checkpointed) st.output = forwardChunk(in.chunk, in.microbatch, st.input);
     if (st.output.requires_grad()) torch::autograd::backward({st.output}, {st.gradOut});
   }
+  endLayerBackward(st);
   if (in_->afterBackward) in_->afterBackward(in.chunk, in.microbatch);
   const int stage = setup_.chunks.at(static_cast<size_t>(in.chunk)).globalStage;
   if (timing_)
@@ -372,6 +375,12 @@ void Executor::backwardWeight(const Instruction& in) {
   report_.computeSeconds += seconds;
   report_.backwardSeconds += seconds;
   report_.weightGradientSeconds += seconds;
+}
+
+void Executor::endLayerBackward(Stash& st) {
+  if (!st.layerBackwardDone) return;
+  st.layerBackwardDone();
+  st.layerBackwardDone = nullptr;
 }
 
 void Executor::trackStash() {

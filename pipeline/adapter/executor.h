@@ -29,11 +29,13 @@
 //
 // Observing (src/adapter/observers.h): while an observer times (the profiler's
 // framework_profile window), the executor reports per chunk forward a chain "stage <s>" with
-// its layers (chainForward, layerForward), per chunk backward a stageBackward, every send
+// its layers (chainForward, layerForward), per chunk backward a stageBackward with its
+// layers' backward inside (layerBackward, from hooks on the layers' outputs; with a split
+// backward the layers' B, while W stays one "stage <s> W" slice), every send
 // and every receive (the time blocked in it) as a transfer, and the final wait for the
 // step's sends. The profiler turns them into "Forward"/"Forward-SubModuleInternal"/
-// "Backward(post-forward)" slices on the compute track and "Pipeline" slices on the pipeline
-// track. Otherwise: one test per instruction.
+// "Backward(post-forward)"/"Backward-SubModuleInternal" slices on the compute track and "Pipeline" slices on the
+// pipeline track. Otherwise: one test per instruction.
 //
 // Threading: one training thread.
 #pragma once
@@ -127,6 +129,8 @@ class Executor {
     // on the last stage) and, after B, the gradient w.r.t. that output.
     std::vector<torch::Tensor> layerInputs, layerOutputs, layerOutputGrads;
     bool inputGradientDone = false;  // B ran (its gradient may still wait to be sent)
+    // While timed: ends the per-layer backward slices of its forward (the first layer's end).
+    std::function<void()> layerBackwardDone;
   };
 
   void execute(const Instruction& in);
@@ -141,6 +145,7 @@ class Executor {
   torch::Tensor slice(const torch::Tensor& t, int microbatch) const;
   bool isLastStage(int chunk) const;
   void trackStash();
+  static void endLayerBackward(Stash& st);
   void finishSends();
   torch::Tensor recordedForward(int chunk, int microbatch, const torch::Tensor& x, const SeedContext* seed,
                                 Stash* cuts);

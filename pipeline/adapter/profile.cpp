@@ -15,6 +15,7 @@
 #include "core/errors.h"
 #include "core/seconds_since.h"
 #include "pipeline/adapter/rng_state_guard.h"
+#include "pipeline/layer_timing.h"
 
 namespace strata::pipeline {
 namespace {
@@ -59,14 +60,6 @@ class LayerStateGuard {
   std::vector<std::pair<torch::Tensor, torch::Tensor>> grads_;
 };
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-
 struct Run {
   torch::Tensor output;
   double forwardSeconds = 0;
@@ -97,6 +90,26 @@ Run runOnce(torch::nn::AnyModule& module, const torch::Tensor& x, bool firstLaye
   return r;
 }
 
+// The split backward as the executor runs it (zero_bubble): B, the input gradient (when the
+// input needs one), then W, the layer's trainable parameters' gradients. Returns W's time
+// (0 for a layer without trainable parameters or without a differentiable output).
+double weightGradientOnce(torch::nn::AnyModule& module, const torch::Tensor& x, bool firstLayer) {
+  torch::Tensor in = x.detach();
+  if (!firstLayer && in.is_floating_point()) in.requires_grad_(true);
+  const torch::Tensor out = module.forward<torch::Tensor>(in);
+  if (!out.requires_grad()) return 0;
+  std::vector<torch::Tensor> params;
+  for (const auto& p : module.ptr()->parameters(/*recurse=*/true))
+    if (p.requires_grad()) params.push_back(p);
+  const torch::Tensor grad = torch::ones_like(out);
+  if (in.requires_grad())
+    torch::autograd::grad({out}, {in}, {grad}, /*retain_graph=*/true, /*create_graph=*/false, /*allow_unused=*/true);
+  if (params.empty()) return 0;
+  const auto start = Clock::now();
+  torch::autograd::backward({out}, {grad}, /*retain_graph=*/false, /*create_graph=*/false, params);
+  return secondsSince(start);
+}
+
 size_t uniqueBytes(const std::vector<torch::Tensor>& tensors, bool gradOnly) {
   std::set<const void*> seen;
   size_t n = 0;
@@ -123,6 +136,7 @@ struct Measured {
   torch::Tensor output;
   double forwardSeconds = 0;
   double backwardSeconds = 0;
+  double weightGradientSeconds = -1;
   int64_t stashBytes = 0;
 };
 
@@ -130,20 +144,28 @@ Measured measure(torch::nn::AnyModule& module, const std::string& name, size_t i
                  const ProfileOptions& options) {
   Measured m;
   try {
-    LiveBytesCounter counter;
-    Run first = runOnce(module, x, index == 0, &counter);
-    checkBatchMajor(name, index, first.output, x.size(0));
-    m.stashBytes = std::max<int64_t>(0, counter.live());
-    m.output = first.output.detach();
-    for (int w = 1; w < options.warmup; ++w) runOnce(module, x, index == 0, nullptr);
-    std::vector<double> forward, backward;
-    for (int s = 0; s < options.samples; ++s) {
-      const Run r = runOnce(module, x, index == 0, nullptr);
-      forward.push_back(r.forwardSeconds);
-      backward.push_back(r.backwardSeconds);
+    // Run 0 also measures the stash (the counter slows it): it is always a warm-up run.
+    const int warmup = std::max(1, options.warmup);
+    const int runs = options.samples > 0 ? warmup + options.samples : 1;
+    LayerTimingSamples samples;
+    for (int run = 0; run < runs; ++run) {
+      LiveBytesCounter counter;
+      const Run r = runOnce(module, x, index == 0, run == 0 ? &counter : nullptr);
+      if (run == 0) {
+        checkBatchMajor(name, index, r.output, x.size(0));
+        m.stashBytes = std::max<int64_t>(0, counter.live());
+        m.output = r.output.detach();
+      }
+      samples.forwardSeconds.push_back(r.forwardSeconds);
+      samples.backwardSeconds.push_back(r.backwardSeconds);
+      if (options.splitBackward) samples.weightGradientSeconds.push_back(weightGradientOnce(module, x, index == 0));
     }
-    m.forwardSeconds = median(forward);
-    m.backwardSeconds = median(backward);
+    if (options.samples > 0) {
+      const LayerTimes t = layerTimesFromSamples(samples, warmup, name);
+      m.forwardSeconds = t.forwardSeconds;
+      m.backwardSeconds = t.backwardSeconds;
+      m.weightGradientSeconds = t.weightGradientSeconds;
+    }
   } catch (const std::exception& e) {
     const auto* c10 = dynamic_cast<const c10::Error*>(&e);
     STRATA_THROW(Error, "pipeline: layer ", index, " (\"", name, "\") failed on a sample of shape ", x.sizes(), " ",
@@ -232,6 +254,7 @@ LayerProfile profileLayers(const std::vector<std::string>& names,
     }
     c.forwardSeconds = r.forwardSeconds;
     c.backwardSeconds = r.backwardSeconds;
+    c.weightGradientSeconds = r.weightGradientSeconds;
     c.activationBytes = r.output.nbytes();
     c.stashBytes = options.activationCheckpointing ? c.activationBytes : static_cast<size_t>(r.stashBytes);
     out.shapes.push_back({r.output.sizes().vec(), r.output.scalar_type()});

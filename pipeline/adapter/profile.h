@@ -1,8 +1,10 @@
 // Per-layer profiling on a sample microbatch: the planner's LayerCost for every layer and
 // every layer's output shape, one layer at a time.
 //
-// Layer i runs on layer i-1's (detached) output: `warmup` untimed runs, then `samples`
-// timed forward + backward runs; the medians count (robust to a loaded machine). Bytes come
+// Layer i runs on layer i-1's (detached) output, at the shape of the sample (the training
+// microbatch): `warmup` untimed runs, then `samples` timed forward + backward runs, and with
+// splitBackward after each a split one (B then W, as zero_bubble runs it) timing W; the
+// medians count (pipeline/layer_timing.h decides them: robust to a loaded machine). Bytes come
 // from the tensors: parameters and buffers, gradients (parameters that require grad),
 // optimizer state (optimizerStateFactor x gradients: 0 for plain SGD, 1 with momentum, 2
 // for Adam), the output activation (what crosses a cut) and the stash: the bytes the
@@ -29,8 +31,9 @@
 namespace strata::pipeline {
 
 struct ProfileOptions {
-  int warmup = 1;
-  int samples = 5;                   // 0: bytes and shapes only (no timing)
+  int warmup = 2;                    // at least 1 (the run that measures the stash)
+  int samples = 7;                   // 0: bytes and shapes only (no timing)
+  bool splitBackward = true;         // also time W (LayerCost::weightGradientSeconds)
   double optimizerStateFactor = 2;   // optimizer state bytes per gradient byte
   bool activationCheckpointing = false;
 };

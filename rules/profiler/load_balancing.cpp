@@ -14,7 +14,9 @@
 //   compute (max - min) / max of compute per step
 //   wait    max - min of the non-compute share
 // once every compared rank has at least kMinRankSteps steps. It also records a per-rank heatmap of
-// step time over time for the report.
+// step time over time for the report. With per-layer slices in the timeline (a pipeline stage's
+// layers: Forward-/Backward-SubModuleInternal) the finding names the slow rank's slowest layer,
+// the one to move or split, with its forward and backward time per step.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -33,6 +35,19 @@ constexpr int64_t kMinRankSteps = 20;
 // Heatmap columns; when the run outgrows them, neighbouring columns are merged.
 constexpr size_t kHeatmapColumns = 120;
 
+struct LayerTime {
+  double forwardUs = 0, backwardUs = 0;  // summed over the timeline
+  double totalUs() const { return forwardUs + backwardUs; }
+};
+
+// The layer with the most forward + backward time (the first name on a tie); nullptr if none.
+const std::pair<const std::string, LayerTime>* slowestLayer(const std::map<std::string, LayerTime>& layers) {
+  const std::pair<const std::string, LayerTime>* best = nullptr;
+  for (const auto& item : layers)
+    if (best == nullptr || item.second.totalUs() > best->second.totalUs()) best = &item;
+  return best;
+}
+
 struct RankStats {
   int64_t steps = 0;
   double stepUs = 0;
@@ -41,6 +56,7 @@ struct RankStats {
   int64_t timelineSteps = 0;              // distinct steps those events belong to
   int64_t lastTimelineStep = -1;
   std::set<int> stages;  // pipeline stages its compute events name (args.stage)
+  std::map<std::string, LayerTime> layers;  // per-layer slices, by layer name
   // Heatmap: per column, sum and count of step durations.
   std::vector<double> colSum;
   std::vector<int64_t> colCount;
@@ -140,6 +156,8 @@ class LoadBalancing final : public MetricRuleBase {
       r.colSum[col] += dur / 1e6;
       ++r.colCount[col];
     } else {
+      if (e.phase == "Forward-SubModuleInternal") r.layers[e.name].forwardUs += dur;
+      if (e.phase == "Backward-SubModuleInternal") r.layers[e.name].backwardUs += dur;
       r.byClass[static_cast<int>(c)] += dur;
       if (isTopLevelCompute(e, c)) r.computeUs += dur;
       if (c == EventClass::kForward || c == EventClass::kBackward)
@@ -250,9 +268,28 @@ class LoadBalancing final : public MetricRuleBase {
     std::string msg = (stage ? label(slow) + " is the slow stage" : "rank " + std::to_string(slow) + " is the slow rank") +
                       "; load imbalance across " + std::to_string(v.size()) + " ranks: ";
     for (size_t i = 0; i < parts.size(); ++i) msg += (i ? "; " : "") + parts[i];
-    Finding f = finding(w, msg + " (threshold " + num(threshold_) + ")", subjects);
+    msg += " (threshold " + num(threshold_) + ")";
+    const RankStats& slowStats = ranks_.at(slow);
+    const auto* layer = slowestLayer(slowStats.layers);
+    nlohmann::json layerDetails;
+    if (layer != nullptr) {
+      const double steps = std::max<int64_t>(1, slowStats.timelineSteps);
+      const double perStepMs = layer->second.totalUs() / steps / 1e3;
+      msg += c10::str("; its slowest layer is ", layer->first, " (forward ",
+                      fixed(layer->second.forwardUs / steps / 1e3, 1), " ms + backward ",
+                      fixed(layer->second.backwardUs / steps / 1e3, 1), " ms per step");
+      if (slowStats.computeUs > 0)
+        msg += c10::str(", ", fixed(100 * layer->second.totalUs() / slowStats.computeUs, 0), "% of its compute");
+      msg += ")";
+      layerDetails = {{"name", layer->first},
+                      {"forward_ms_per_step", layer->second.forwardUs / steps / 1e3},
+                      {"backward_ms_per_step", layer->second.backwardUs / steps / 1e3},
+                      {"ms_per_step", perStepMs}};
+    }
+    Finding f = finding(w, msg, subjects);
     f.details = lastImbalance_;
     f.details["slow_rank"] = slow;
+    if (!layerDetails.is_null()) f.details["slow_layer"] = layerDetails;
     if (stage) f.details["slow_stages"] = std::vector<int>(ranks_.at(slow).stages.begin(), ranks_.at(slow).stages.end());
     return f;
   }
@@ -266,6 +303,7 @@ class LoadBalancing final : public MetricRuleBase {
       nlohmann::json j = {{"steps", s.steps}, {"step_s", s.stepUs / 1e6}, {"compute_s", s.computeUs / 1e6},
                           {"timeline_steps", s.timelineSteps > 0 ? s.timelineSteps : s.steps}};
       if (!s.stages.empty()) j["stages"] = std::vector<int>(s.stages.begin(), s.stages.end());
+      if (const auto* layer = slowestLayer(s.layers)) j["slowest_layer"] = layer->first;
       for (int c = 1; c < kNumEventClasses; ++c)
         j[std::string(eventClassName(static_cast<EventClass>(c))) + "_s"] = s.byClass[c] / 1e6;
       ranks[std::to_string(rank)] = j;

@@ -34,6 +34,7 @@ struct BackwardTimes {
   int firstPending = 0;               // first differentiable layer's gradients still to come
   int64_t firstDoneUs = -1;
   bool perLayer = true;
+  bool reportWhole = true;  // false: the caller reports the chain's backward (pipeline stages)
   bool reported = false;
 };
 
@@ -41,7 +42,8 @@ struct BackwardTimes {
 void reportBackward(BackwardTimes& t) {
   t.reported = true;
   const profiler::BackwardSlices slices = profiler::backwardSlices(t.outputGradUs, t.firstDoneUs);
-  if (slices.whole) observers().chainBackward(t.topName, Span{slices.whole->startUs, slices.whole->durUs});
+  if (slices.whole && t.reportWhole)
+    observers().chainBackward(t.topName, Span{slices.whole->startUs, slices.whole->durUs});
   if (!t.perLayer) return;
   for (const auto& l : slices.layers)
     observers().layerBackward(t.paths[l.layer], Span{l.interval.startUs, l.interval.durUs});
@@ -87,19 +89,25 @@ void hookParametersOfFirstLayer(const std::shared_ptr<BackwardTimes>& times, con
 
 // Arms the backward timing of one forward: `outputs[i]` is layer i's output; `paramsOf(i)`
 // the parameters of layer i. With `perLayer` false only the chain's backward is reported
-// (the model ran as one piece).
-void armBackward(const std::string& topName, const std::vector<std::string>& paths, const torch::Tensor& input,
-                 const std::vector<torch::Tensor>& outputs,
-                 const std::function<std::vector<torch::Tensor>(size_t)>& paramsOf, bool perLayer) {
+// (the model ran as one piece). With `callerEnds` (pipeline stages) only the outputs are
+// hooked: the first differentiable layer ends when the caller calls
+// firstLayerGradientDone on the returned times (its backward call returned), and the
+// chain's whole backward is not reported (the stage reports its own). Returns the times
+// (nullptr when nothing is differentiable).
+std::shared_ptr<BackwardTimes> armBackward(const std::string& topName, const std::vector<std::string>& paths,
+                                           const torch::Tensor& input, const std::vector<torch::Tensor>& outputs,
+                                           const std::function<std::vector<torch::Tensor>(size_t)>& paramsOf,
+                                           bool perLayer, bool callerEnds = false) {
   auto times = std::make_shared<BackwardTimes>();
   times->topName = topName;
   times->paths = paths;
   times->perLayer = perLayer;
+  times->reportWhole = !callerEnds;
   times->outputGradUs.assign(outputs.size(), -1);
   size_t first = outputs.size();
   for (size_t i = 0; i < outputs.size() && first == outputs.size(); ++i)
     if (outputs[i].defined() && outputs[i].requires_grad()) first = i;
-  if (first == outputs.size()) return;  // nothing differentiable
+  if (first == outputs.size()) return nullptr;  // nothing differentiable
   for (size_t i = first; i < outputs.size(); ++i) {
     if (!outputs[i].defined() || !outputs[i].requires_grad()) continue;
     torch::Tensor out = outputs[i];
@@ -108,14 +116,19 @@ void armBackward(const std::string& topName, const std::vector<std::string>& pat
       if (times->outputGradUs[i] < 0) times->outputGradUs[i] = nowUs();
     });
   }
+  if (callerEnds) {
+    times->firstPending = 1;
+    return times;
+  }
   if (first == 0 && input.defined() && input.requires_grad()) {
     // The batch itself wants a gradient: the first layer is done when it arrives.
     times->firstPending = 1;
     torch::Tensor in = input;
     in.register_hook([times](const torch::Tensor&) { firstLayerGradientDone(*times); });
-    return;
+    return times;
   }
   hookParametersOfFirstLayer(times, paramsOf(first));
+  return times;
 }
 
 // The module paths of the model whose layer tensors this thread is capturing (set by
@@ -196,17 +209,19 @@ bool captureThisForward(bool debuggerDue, int64_t globalStep, int64_t lastCaptur
 }
 
 LayerRecorder::LayerRecorder(observe::LayerChain chain, const torch::Tensor& input, const observe::Interest& interest,
-                             ParamsOf paramsOf, bool timeLayerBackward)
+                             ParamsOf paramsOf, BackwardTiming backwardTiming)
     : chain_(std::move(chain)),
       input_(input),
       paramsOf_(std::move(paramsOf)),
       tensors_(interest.layerTensors),
       times_(interest.times),
       chainTimes_(interest.times || interest.modelTimes),
-      timeBackward_(interest.times && timeLayerBackward && torch::GradMode::is_enabled()),
-      timeChainBackward_(!timeBackward_ && interest.modelTimes && timeLayerBackward &&
+      stage_(backwardTiming == BackwardTiming::kStage),
+      timeBackward_(interest.times && backwardTiming != BackwardTiming::kOff && torch::GradMode::is_enabled()),
+      timeChainBackward_(!timeBackward_ && interest.modelTimes && backwardTiming == BackwardTiming::kHooks &&
                          torch::GradMode::is_enabled()) {
-  if (timeBackward_ || timeChainBackward_) removeAccumulatorHooks();
+  // Stages hook no accumulators: they are shared by the stage's microbatches in flight.
+  if ((timeBackward_ && !stage_) || timeChainBackward_) removeAccumulatorHooks();
   if (timeBackward_ || tensors_) outputs_.reserve(chain_.paths.size());
   if (tensors_) observers().moduleInput(chain_.topName, input_);
   if (chainTimes_) topStartUs_ = nowUs();
@@ -233,8 +248,10 @@ void LayerRecorder::end(size_t layer, const torch::Tensor* output) {
 void LayerRecorder::finish(const torch::Tensor& result) {
   if (chainTimes_) observers().chainForward(chain_, observe::spanSince(topStartUs_));
   if (tensors_) observers().moduleOutput(chain_.topName, result);
-  if (timeBackward_ && outputs_.size() == chain_.paths.size())
-    armBackward(chain_.topName, chain_.paths, input_, outputs_, paramsOf_, /*perLayer=*/true);
+  if (timeBackward_ && outputs_.size() == chain_.paths.size()) {
+    auto times = armBackward(chain_.topName, chain_.paths, input_, outputs_, paramsOf_, /*perLayer=*/true, stage_);
+    if (stage_ && times) backwardDone_ = [times] { firstLayerGradientDone(*times); };
+  }
   if (timeChainBackward_) {
     // The chain as one piece: from its output's gradient until every layer's parameters
     // have theirs.

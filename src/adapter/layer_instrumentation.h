@@ -79,18 +79,28 @@ torch::Tensor runLayers(const std::string& topName, std::vector<Layer>& layers, 
 //   for (size_t i = 0; i < n; ++i) { rec.begin(i); y = layer_i(y); rec.end(i, &y); }
 //   rec.finish(y);
 // Layers must be recorded in order, each exactly once; finish() after the last one arms the
-// backward timing (unless `timeLayerBackward` is false: pipeline stages, whose in-flight
-// microbatches share their parameters' gradient accumulators, time each stage's backward
-// themselves). Does nothing beyond what `interest` asks.
+// backward timing. Does nothing beyond what `interest` asks.
+//
+// Backward timing: kHooks ends the first layer's backward at its input's gradient or its
+// parameters' last accumulation (hooks on the accumulators, removed at the next recorded
+// forward of the thread). Pipeline stages (kStage) cannot use those: their microbatches in
+// flight share the accumulators and the next forward comes before this backward. They hook
+// only the layers' outputs and end the first layer when their backward call returns: call
+// backwardDone() (taken after finish()) then; the stage reports its whole backward itself.
+enum class BackwardTiming { kHooks, kStage, kOff };
+
 class LayerRecorder {
  public:
   using ParamsOf = std::function<std::vector<torch::Tensor>(size_t layer)>;
   LayerRecorder(observe::LayerChain chain, const torch::Tensor& input, const observe::Interest& interest,
-                ParamsOf paramsOf, bool timeLayerBackward = true);
+                ParamsOf paramsOf, BackwardTiming backwardTiming = BackwardTiming::kHooks);
   void begin(size_t layer);
   // `output`: the layer's output, or nullptr when it is not a tensor.
   void end(size_t layer, const torch::Tensor* output);
   void finish(const torch::Tensor& result);
+  // kStage, after finish(): ends the per-layer backward slices of this forward when called
+  // (once its backward call returned); empty when nothing is timed.
+  std::function<void()> backwardDone() const { return backwardDone_; }
 
  private:
   observe::LayerChain chain_;
@@ -99,8 +109,10 @@ class LayerRecorder {
   bool tensors_;
   bool times_;       // per layer
   bool chainTimes_;  // the chain's own forward (per layer or model-level timing)
+  bool stage_;       // BackwardTiming::kStage
   bool timeBackward_;
   bool timeChainBackward_;  // the chain's backward as one piece (model-level timing only)
+  std::function<void()> backwardDone_;
   int64_t topStartUs_ = -1;
   int64_t layerStartUs_ = -1;
   std::vector<torch::Tensor> outputs_;

@@ -37,6 +37,23 @@ TEST(LayerProfile, JsonRoundTrip) {
   EXPECT_EQ(back[0].staticBytes(), 4096u + 4096u + 8192u);
 }
 
+TEST(LayerProfile, WeightGradientRoundTripsAndIsPartOfTheBackward) {
+  std::vector<LayerCost> layers(2);
+  layers[0].name = "fc1";
+  layers[0].backwardSeconds = 0.004;
+  layers[0].weightGradientSeconds = 0.0025;
+  layers[1].name = "relu";  // not measured: absent from the JSON, the default share
+  layers[1].backwardSeconds = 0.002;
+  const json doc = layerProfileToJson(layers);
+  EXPECT_FALSE(doc.at("layers").at(1).contains("weight_gradient_ms"));
+  const std::vector<LayerCost> back = layerProfileFromJson(doc, "mem");
+  EXPECT_NEAR(back[0].weightGradientSeconds, 0.0025, 1e-15);
+  EXPECT_DOUBLE_EQ(back[1].weightGradientSeconds, -1);
+  EXPECT_DOUBLE_EQ(back[1].weightGradientOrDefault(), 0.001);
+  const std::string e = errorOf(json{{"layers", {{{"name", "fc1"}, {"backward_ms", 2}, {"weight_gradient_ms", 3}}}}});
+  EXPECT_NE(e.find("p.json: layers[0]: \"weight_gradient_ms\" 3 exceeds \"backward_ms\" 2"), std::string::npos) << e;
+}
+
 TEST(LayerProfile, FileRoundTripAndMissingFile) {
   const std::string path = ::testing::TempDir() + "strata_layer_profile_test.json";
   writeLayerProfile(path, uniformLayers(3, 0.001, 0.002, 64, 128));

@@ -5,7 +5,8 @@
 // back and checks: system metrics files and the end marker; valid Perfetto traces (strict
 // nesting per track); per rank step events at every step, the rest inside the window: per microbatch one
 // "stage <s>" Forward and Backward slice (args.microbatch), each layer of its stage as a
-// Forward-SubModuleInternal slice inside a stage Forward, and on the pipeline track the
+// Forward-SubModuleInternal slice inside a stage Forward and as a Backward-SubModuleInternal
+// slice inside a stage Backward, and on the pipeline track the
 // receives (the waits: activations on stage 1, gradients on stage 0) and sends with their
 // peer and microbatch. On 4 ranks (hybrid: 2 pipelines x 2 data-parallel replicas, "ddp": true)
 // every rank also records its gradient reduction: one AllReduceWait per step and AllReduce
@@ -113,6 +114,22 @@ void checkRank(strata::profiler::TimelineReader& reader, int rank, bool hybrid, 
   for (const auto& name : kStageLayers.at(static_cast<size_t>(ppRank)))
     expectedLayers[name] = kWindowSteps * kMicrobatches;
   c.expect(layerCount == expectedLayers, r + "per-layer forward slices of the stage's layers");
+
+  // Every layer's backward once per microbatch, inside a stage Backward slice (zero_bubble:
+  // the layers' B inside the B slice; the first stage's first layer has none, its input
+  // being the data, and its W is in the W slice).
+  std::map<std::string, int> backwardCount;
+  for (const TraceEvent* l : byPhase["Backward-SubModuleInternal"]) {
+    ++backwardCount[l->name];
+    bool inside = false;
+    for (const TraceEvent* b : byPhase["Backward(post-forward)"])
+      inside = inside || (b->name == stage && b->tid == l->tid && b->startUs <= l->startUs && l->endUs <= b->endUs);
+    c.expect(inside, r + "layer " + l->name + " backward inside a " + stage + " Backward (B) slice");
+  }
+  std::map<std::string, int> expectedBackward = expectedLayers;
+  if (split && ppRank == 0) expectedBackward.erase(kStageLayers[0][0]);
+  c.expect(backwardCount == expectedBackward,
+           r + "per-layer backward slices of the stage's layers, one per microbatch");
 
   // The pipeline track: what this stage receives (the waits) and sends, with peer and microbatch.
   const int peer = 1 - ppRank;  // pipeline rank

@@ -249,6 +249,53 @@ TEST(LoadBalancing, RankComputeImbalance) {
   EXPECT_TRUE(runMetricRule("LoadBalancing", json::object(), analysedToTheEnd(rankStream(0.9, 0.3)), true).findings.empty());
 }
 
+// A 2-stage pipeline, 30 steps of 1 s: stage 0 (rank 0) runs fc1 (forward 100 ms, backward
+// 150 ms) and fc2 (forward 200 ms, backward 350 ms) inside its stage slices; stage 1 (rank 1)
+// computes 300 ms in one layer, head.
+std::unique_ptr<VectorMetricSource> layeredPipeline() {
+  auto src = std::make_unique<VectorMetricSource>();
+  const int64_t ms = 1000;
+  for (int s = 0; s < 30; ++s) {
+    const int64_t t = kT0 + s * kSec;
+    src->push(stepEvent(0, s, t, kSec - 1));
+    src->push(stepEvent(1, s, t, kSec - 1));
+    FrameworkEvent f0 = event(0, "Forward", "stage 0", t + 1, 300 * ms, s),
+                   b0 = event(0, "Backward(post-forward)", "stage 0", t + 400 * ms, 500 * ms, s);
+    f0.args.push_back({"stage", "0"});
+    b0.args.push_back({"stage", "0"});
+    src->push(f0);
+    src->push(event(0, "Forward-SubModuleInternal", "fc1", t + 1, 100 * ms, s));
+    src->push(event(0, "Forward-SubModuleInternal", "fc2", t + 1 + 100 * ms, 200 * ms, s));
+    src->push(b0);
+    src->push(event(0, "Backward-SubModuleInternal", "fc2", t + 400 * ms, 350 * ms, s));
+    src->push(event(0, "Backward-SubModuleInternal", "fc1", t + 750 * ms, 150 * ms, s));
+    FrameworkEvent f1 = event(1, "Forward", "stage 1", t + 1, 300 * ms, s);
+    f1.args.push_back({"stage", "1"});
+    src->push(f1);
+    src->push(event(1, "Forward-SubModuleInternal", "head", t + 1, 300 * ms, s));
+  }
+  return src;
+}
+
+TEST(LoadBalancing, NamesTheSlowestLayerOfTheSlowStage) {
+  auto r = runMetricRule("LoadBalancing", json::object(), layeredPipeline());
+  ASSERT_FALSE(r.findings.empty());
+  const Finding& f = r.findings.back();
+  EXPECT_NE(f.message.find("rank 0, stage 0 is the slow stage"), std::string::npos) << f.message;
+  // fc2: 200 + 350 = 550 ms of the stage's 800 ms per step (fc1: 250 ms).
+  EXPECT_NE(
+      f.message.find("its slowest layer is fc2 (forward 200.0 ms + backward 350.0 ms per step, 69% of its compute)"),
+      std::string::npos)
+      << f.message;
+  EXPECT_EQ(f.details["slow_layer"]["name"], "fc2");
+  EXPECT_DOUBLE_EQ(f.details["slow_layer"]["ms_per_step"].get<double>(), 550.0);
+  EXPECT_EQ(r.report["Details"]["ranks"]["1"]["slowest_layer"], "head");
+  // Without per-layer slices the finding says nothing about layers.
+  auto plain = runMetricRule("LoadBalancing", json::object(), rankStream(0.9, 0.3));
+  ASSERT_FALSE(plain.findings.empty());
+  EXPECT_EQ(plain.findings.back().message.find("slowest layer"), std::string::npos);
+}
+
 std::unique_ptr<VectorMetricSource> initStream(int64_t firstStepUs) {
   auto src = std::make_unique<VectorMetricSource>();
   for (int i = 0; i < 10; ++i) addSnapshot(*src, kT0 + i * 30 * kSec, "algo-1", Snapshot{{10}, {}, {}, {}});
