@@ -4,7 +4,8 @@
 //   recorder-on   the same with the flight recorder on (the default)
 // trials interleaved by the common harness (bench/common.h), so both see the same noise;
 // the ratio of their median times is the overhead. Then, on rank 0 alone, the recorder's
-// own cost: record + finish of one operation in a tight loop (no communication), which
+// own cost: record + finish of one operation in a tight loop (no communication; in a
+// communicator's own lane, as collectives record, and in the shared lane), which
 // does not drown in scheduling noise the way a 1% difference of two timings does.
 // Prints "# flight recorder overhead 4KiB: <time on / time off>" and
 // "# flight recorder record+finish ns: <ns>". Usage: bench/run_flight.sh.
@@ -39,9 +40,12 @@ sb::Impl strataImpl(const char* name, bool recorder) {
   return {name, false, run, check, [] { return strata::world().lastAllreduceAlgorithm(); }};
 }
 
-// Nanoseconds per record() + finish() on a recorder of the default size, best of 5 runs.
-double recordCostNs(flight::Clock clock) {
+// Nanoseconds per record() + finish() on a recorder of the default size, best of 5 runs:
+// in a private lane (what a communicator's collectives use) or the shared one (point-to-point
+// and queued collectives: an atomic add to claim the slot).
+double recordCostNs(flight::Clock clock, bool privateLane = true) {
   flight::Recorder rec(2000, clock);
+  const uint32_t lane = privateLane ? rec.acquireLane() : 0;
   flight::OpInfo info;
   info.op = flight::Op::kAllReduce;
   info.dtype = strata::DType::kFloat32;
@@ -53,7 +57,7 @@ double recordCostNs(flight::Clock clock) {
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < kCalls; ++i) {
       info.seq = static_cast<uint64_t>(i);
-      rec.finish(rec.record(info, flight::State::kStarted), true);
+      rec.finish(rec.record(info, flight::State::kStarted, lane), true);
     }
     const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
     best = std::min(best, ns / kCalls);
@@ -97,6 +101,8 @@ int runMain(sb::Options opts) {
     std::printf("# flight recorder clock of the runs above: %s\n", isPrecise ? "precise" : "coarse");
     std::printf("# flight recorder record+finish ns (coarse clock): %.1f\n", coarse);
     std::printf("# flight recorder record+finish ns (precise clock): %.1f\n", precise);
+    std::printf("# flight recorder record+finish ns (coarse clock, shared lane: p2p, queued): %.1f\n",
+                recordCostNs(flight::Clock::kCoarse, false));
     if (opts.minBytes <= k4KiB && k4KiB <= opts.maxBytes) {
       const double off = medianUs(opts.jsonPath, "recorder-off", k4KiB);
       const double on = medianUs(opts.jsonPath, "recorder-on", k4KiB);
