@@ -46,7 +46,9 @@ GroupTopology buildTopology(int rank, const std::vector<int>& hostIndexOfRank) {
 Communicator::Communicator(GroupTopology topo, const CommOptions& opts)
     : topo_(std::move(topo)), opts_(opts) {}
 
-Communicator::~Communicator() = default;
+Communicator::~Communicator() {
+  if (opts_.flight) opts_.flight->releaseLane(flightLane_);
+}
 
 std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<bootstrap::Store> store, int rank,
                                                    std::vector<transport::PeerInfo> peers,
@@ -155,7 +157,7 @@ flight::Ticket Communicator::flightBegin(const CollSignature& sig, flight::Ticke
   info.op = sig.kind == CollKind::kAllocateShared ? flight::Op::kAllocateShared : static_cast<flight::Op>(sig.kind);
   info.dtype = sig.dtype;
   info.reduceOp = sig.op;
-  return flight_->record(info, flight::State::kStarted);
+  return flight_->record(info, flight::State::kStarted, flightLane_);
 }
 
 template <typename Fn>

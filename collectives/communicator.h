@@ -167,6 +167,9 @@ class Communicator {
   Scratch scratch_, packed_;
   flight::Recorder* flight_ = nullptr;  // opts_.flight, unless a benchmark turned it off
   uint32_t flightGroup_ = 0;
+  // The recorder lane of this group's collectives (issued one at a time, as seq_ assumes):
+  // no atomic to claim a slot. 0: the shared lane (every lane taken).
+  uint32_t flightLane_ = 0;
   std::shared_ptr<FlightP2pShared> flightP2p_;  // shared with the recorded ops, which may outlive us
   SharedRegistry shared_;
 };

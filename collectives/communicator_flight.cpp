@@ -99,6 +99,7 @@ void Communicator::joinFlightRecorder() {
   flightGroup_ = opts_.flight->registerGroup(opts_.groupName, std::move(worldRanks), topo_.rank);
   flightP2p_ = std::move(shared);
   flight_ = opts_.flight.get();
+  flightLane_ = opts_.flight->acquireLane();
 }
 
 flight::Ticket Communicator::flightEnqueued(CollKind kind, size_t count, DType dtype, ReduceOp op, int root) {

@@ -23,6 +23,7 @@ OrderedJson entryToJson(const Entry& e, const Snapshot& snap) {
   const GroupInfo* group = e.info.group < snap.groups.size() ? &snap.groups[e.info.group] : nullptr;
   OrderedJson j;
   j["id"] = e.id;
+  if (e.lane != 0) j["lane"] = e.lane;  // a communicator's own lane (ids count per lane)
   j["group"] = group ? group->name : "?";
   j["seq"] = e.info.seq;
   j["op"] = opName(e.info.op);

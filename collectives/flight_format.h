@@ -73,14 +73,14 @@ struct DumpGroup {
 struct RankDump {
   DumpHeader header;
   int64_t dumpUnixNs = 0;
-  uint64_t capacity = 0;
-  uint64_t recorded = 0;
+  uint64_t capacity = 0;  // per lane (flight_recorder.h)
+  uint64_t recorded = 0;  // every lane's records ever made
   std::vector<DumpGroup> groups;
   std::vector<FailureEvent> failures;
   std::vector<DumpEntry> entries;
 
-  // The oldest records are gone.
-  bool wrapped() const { return recorded > capacity; }
+  // The oldest records are gone (more were made than the dump holds).
+  bool wrapped() const { return recorded > entries.size(); }
 };
 
 // Parses one dump. Throws strata::Error naming `source` and the field at fault.

@@ -6,6 +6,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <string>
@@ -114,14 +115,45 @@ struct Recorder::Slot {
   std::atomic<uint64_t> enqueueTicks{0}, startTicks{0}, endTicks{0};
 };
 
+// One lane's ring. `next` (ids handed out) on its own cache line: the shared lane's is
+// the one atomic every writer touches.
+struct Recorder::Ring {
+  explicit Ring(size_t slots) : slots(new Slot[slots]) {}
+  std::unique_ptr<Slot[]> slots;
+  alignas(64) std::atomic<uint64_t> next{0};
+};
+
 Recorder::Recorder(size_t capacity, Clock clock)
-    : capacity_(capacity < 1 ? 1 : capacity), mask_(ringSizeFor(capacity_) - 1), slots_(new Slot[mask_ + 1]) {
+    : capacity_(capacity < 1 ? 1 : capacity), mask_(ringSizeFor(capacity_) - 1), laneTaken_(kMaxLanes + 1, false) {
+  ownedRings_.push_back(std::make_unique<Ring>(mask_ + 1));
+  lanes_[0].store(ownedRings_.back().get(), std::memory_order_release);
+  laneTaken_[0] = true;  // the shared lane is never handed out
   if (clock == Clock::kPrecise) source_ = invariantTsc() ? Source::kTsc : Source::kSteady;
   anchorSteadyNs_ = steadyNs();
   anchorTicks_ = nowTicks();
 }
 
 Recorder::~Recorder() = default;
+
+uint32_t Recorder::acquireLane() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (uint32_t lane = 1; lane <= kMaxLanes; ++lane) {
+    if (laneTaken_[lane]) continue;
+    if (lanes_[lane].load(std::memory_order_relaxed) == nullptr) {
+      ownedRings_.push_back(std::make_unique<Ring>(mask_ + 1));
+      lanes_[lane].store(ownedRings_.back().get(), std::memory_order_release);
+    }
+    laneTaken_[lane] = true;
+    return lane;
+  }
+  return 0;
+}
+
+void Recorder::releaseLane(uint32_t lane) {
+  if (lane == 0 || lane > kMaxLanes) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  laneTaken_[lane] = false;
+}
 
 uint64_t Recorder::nowTicks() const {
   if (source_ == Source::kCoarse) return static_cast<uint64_t>(coarseNs());
@@ -131,7 +163,9 @@ uint64_t Recorder::nowTicks() const {
   return static_cast<uint64_t>(steadyNs());
 }
 
-Recorder::Slot& Recorder::slotOf(uint64_t id) const { return slots_[(id - 1) & mask_]; }
+Recorder::Slot& Recorder::slotOf(Ticket t) const {
+  return lanes_[t.lane].load(std::memory_order_acquire)->slots[(t.id - 1) & mask_];
+}
 
 uint32_t Recorder::registerGroup(std::string name, std::vector<int> worldRanks, int groupRank) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -139,9 +173,16 @@ uint32_t Recorder::registerGroup(std::string name, std::vector<int> worldRanks, 
   return static_cast<uint32_t>(groups_.size() - 1);
 }
 
-Ticket Recorder::record(const OpInfo& info, State state) {
-  const uint64_t id = next_.fetch_add(1, std::memory_order_relaxed) + 1;
-  Slot& s = slotOf(id);
+Ticket Recorder::record(const OpInfo& info, State state, uint32_t lane) {
+  Ring& ring = *lanes_[lane].load(std::memory_order_acquire);
+  uint64_t id;
+  if (lane == 0) {
+    id = ring.next.fetch_add(1, std::memory_order_relaxed) + 1;
+  } else {  // one writer at a time: no read-modify-write needed
+    id = ring.next.load(std::memory_order_relaxed) + 1;
+    ring.next.store(id, std::memory_order_relaxed);
+  }
+  Slot& s = ring.slots[(id - 1) & mask_];
   const uint64_t now = nowTicks();
   s.version.store(2 * id - 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
@@ -155,7 +196,7 @@ Ticket Recorder::record(const OpInfo& info, State state) {
   s.startTicks.store(state == State::kEnqueued ? 0 : now, std::memory_order_relaxed);
   s.endTicks.store(0, std::memory_order_relaxed);
   s.version.store(2 * id, std::memory_order_release);
-  return Ticket{id};
+  return Ticket{id, lane};
 }
 
 // A state change is made by the thread running the operation, so only a writer of a much
@@ -164,7 +205,7 @@ Ticket Recorder::record(const OpInfo& info, State state) {
 // where the later record may get this one's state or time. Readers never see a torn slot.
 bool Recorder::start(Ticket ticket, uint64_t seq) {
   if (ticket.id == 0) return false;
-  Slot& s = slotOf(ticket.id);
+  Slot& s = slotOf(ticket);
   if (s.version.load(std::memory_order_relaxed) != 2 * ticket.id) return false;
   const uint64_t now = nowTicks();
   s.version.store(2 * ticket.id - 1, std::memory_order_relaxed);
@@ -179,7 +220,7 @@ bool Recorder::start(Ticket ticket, uint64_t seq) {
 
 void Recorder::finish(Ticket ticket, bool ok) {
   if (ticket.id == 0) return;
-  Slot& s = slotOf(ticket.id);
+  Slot& s = slotOf(ticket);
   if (s.version.load(std::memory_order_relaxed) != 2 * ticket.id) return;
   const uint64_t now = nowTicks();
   s.version.store(2 * ticket.id - 1, std::memory_order_relaxed);
@@ -270,14 +311,24 @@ Snapshot Recorder::snapshot() const {
   Snapshot snap;
   snap.capacity = capacity_;
   snap.clock = clockNow();
-  const uint64_t last = next_.load(std::memory_order_acquire);
-  snap.recorded = last;
-  const uint64_t first = last > capacity_ ? last - capacity_ + 1 : 1;
-  snap.entries.reserve(static_cast<size_t>(last - first + 1));
-  for (uint64_t id = first; id <= last; ++id) {
-    Entry e;
-    if (readSlot(slotOf(id), &e) && e.id == id) snap.entries.push_back(e);
+  for (uint32_t lane = 0; lane <= kMaxLanes; ++lane) {
+    const Ring* ring = lanes_[lane].load(std::memory_order_acquire);
+    if (ring == nullptr) continue;
+    const uint64_t last = ring->next.load(std::memory_order_acquire);
+    snap.recorded += last;
+    snap.wrapped = snap.wrapped || last > capacity_;
+    const uint64_t first = last > capacity_ ? last - capacity_ + 1 : 1;
+    for (uint64_t id = first; id <= last; ++id) {
+      Entry e;
+      if (readSlot(ring->slots[(id - 1) & mask_], &e) && e.id == id) {
+        e.lane = lane;
+        snap.entries.push_back(e);
+      }
+    }
   }
+  // One history: by enqueue time, each lane's records kept in their order on equal times.
+  std::stable_sort(snap.entries.begin(), snap.entries.end(),
+                   [](const Entry& a, const Entry& b) { return a.enqueueTicks < b.enqueueTicks; });
   std::lock_guard<std::mutex> lock(mu_);
   snap.groups = groups_;
   snap.failures = failures_;

@@ -5,18 +5,24 @@
 // Vocabulary:
 //   record   one operation: group, sequence number, op, dtype, count and bytes, peer or
 //            root, state (enqueued -> started -> completed | failed) and three times.
-//   id       a record's position in this process's history (1, 2, ...); slot = id mod
-//            the ring's size. A record whose slot was reused is gone.
+//   lane     a ring of its own: lane 0 is shared by every writer; a writer that records one
+//            operation at a time (a communicator's collectives, issued in order) takes a
+//            private lane (acquireLane), where claiming a slot needs no atomic
+//            read-modify-write. Each lane keeps its newest `capacity` records.
+//   id       a record's position in its lane's history (1, 2, ...); slot = id mod the
+//            ring's size. A record whose slot was reused is gone.
 //   ticks    the hot path's clock (Clock below); snapshot() converts them to Unix
 //            nanoseconds.
 //
-// Cost: recording is on every collective's path (a 4 KiB shm allreduce takes ~0.5 us), so
-// record/start/finish take no lock, allocate nothing and format nothing: one atomic add
-// to claim a slot, plain stores into it, and a clock read at each state change. The clock
-// read is most of the cost, hence the coarse clock by default.
+// Cost: recording is on every collective's path (a 4 KiB shm allreduce takes ~1.5 us), so
+// record/start/finish take no lock, allocate nothing and format nothing: a slot claimed by
+// a plain increment in a private lane (an atomic add, about a third of the cost, in the
+// shared one), plain stores into it, and a clock read at each state change (the coarse
+// clock by default: the cheapest).
 //
-// Threading: record/start/finish are thread-safe and lock-free (any number of writers).
-// A record is changed by one thread at a time (the one running its operation). Readers
+// Threading: record/start/finish are thread-safe and lock-free: any number of writers in
+// the shared lane, one at a time in a private lane (its owner's calls must not overlap). A
+// record is changed by one thread at a time (the one running its operation). Readers
 // (snapshot) use a per-slot sequence lock and skip a slot being written; they never block
 // writers. registerGroup, reportFailure and snapshot take a mutex and may allocate.
 #pragma once
@@ -59,6 +65,7 @@ struct OpInfo {
 // One record read back out of the ring (times in ticks, 0 = not reached).
 struct Entry {
   uint64_t id = 0;
+  uint32_t lane = 0;
   OpInfo info;
   State state = State::kEnqueued;
   uint64_t enqueueTicks = 0, startTicks = 0, endTicks = 0;
@@ -81,6 +88,7 @@ struct FailureEvent {
 // Identifies a record for later state changes; id 0: nothing was recorded.
 struct Ticket {
   uint64_t id = 0;
+  uint32_t lane = 0;
 };
 
 // The clock of a snapshot: ticks -> Unix nanoseconds.
@@ -96,9 +104,14 @@ struct ClockInfo {
 };
 
 struct Snapshot {
-  size_t capacity = 0;        // records kept (the newest `capacity` ones)
-  uint64_t recorded = 0;      // records ever made; recorded > capacity: the ring wrapped
-  std::vector<Entry> entries;  // oldest first; a record being written at that instant is left out
+  size_t capacity = 0;        // records kept per lane (the newest `capacity` ones)
+  uint64_t recorded = 0;      // records ever made, all lanes
+  bool wrapped = false;       // some lane lost records (made more than `capacity`)
+  // Oldest first by enqueue time, a lane's records in their order; records of different
+  // lanes within one clock tick (the coarse clock's 1-4 ms) in lane order, not necessarily
+  // the order they were made (match records by group and sequence number, as the analysis
+  // does). A record being written at that instant is left out.
+  std::vector<Entry> entries;
   std::vector<GroupInfo> groups;  // by index
   std::vector<FailureEvent> failures;
   ClockInfo clock;
@@ -117,9 +130,17 @@ class Recorder {
   // Returns the group's index for OpInfo::group. Thread-safe; not on the hot path.
   uint32_t registerGroup(std::string name, std::vector<int> worldRanks, int groupRank);
 
+  // Private lanes (thread-safe, not on the hot path; the lane's ring is allocated on first
+  // use). 0 when every lane is taken: the caller records into the shared lane. A released
+  // lane keeps its records for snapshots and is handed out again later.
+  static constexpr uint32_t kMaxLanes = 64;
+  uint32_t acquireLane();
+  void releaseLane(uint32_t lane);
+
   // Hot path (lock-free, no allocation). record() stamps the enqueue time, and the start
-  // time too when `state` is kStarted.
-  Ticket record(const OpInfo& info, State state);
+  // time too when `state` is kStarted. `lane`: 0 (shared) or one acquireLane() returned to
+  // this caller, whose records must not overlap.
+  Ticket record(const OpInfo& info, State state, uint32_t lane = 0);
   // Enqueued -> started, with the sequence number assigned when it runs. False when the
   // record is gone (its slot was reused): the caller records a new one.
   bool start(Ticket ticket, uint64_t seq);
@@ -140,19 +161,23 @@ class Recorder {
 
  private:
   struct Slot;
-  Slot& slotOf(uint64_t id) const;
+  struct Ring;
+  Slot& slotOf(Ticket ticket) const;
   bool readSlot(const Slot& slot, Entry* out) const;
   ClockInfo clockNow() const;
 
   const size_t capacity_;
   const uint64_t mask_;  // ring size (a power of two >= capacity) - 1
-  std::unique_ptr<Slot[]> slots_;
+  // [0]: the shared lane; [1..kMaxLanes]: private ones, created by acquireLane (never freed
+  // before the recorder, so writers and readers never see one go).
+  std::atomic<Ring*> lanes_[kMaxLanes + 1] = {};
+  std::vector<std::unique_ptr<Ring>> ownedRings_;  // under mu_
+  std::vector<bool> laneTaken_;                    // under mu_, [lane]
   enum class Source : uint8_t { kCoarse, kTsc, kSteady };
   Source source_ = Source::kCoarse;
   uint64_t anchorTicks_ = 0;  // at construction, to calibrate the TSC
   int64_t anchorSteadyNs_ = 0;
-  alignas(64) std::atomic<uint64_t> next_{0};  // ids handed out
-  mutable std::mutex mu_;  // groups_, failures_, handler_
+  mutable std::mutex mu_;  // groups_, failures_, handler_, lanes
   std::vector<GroupInfo> groups_;
   std::vector<FailureEvent> failures_;
   FailureHandler handler_;

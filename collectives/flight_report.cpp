@@ -31,7 +31,7 @@ std::string rankList(const std::vector<int>& ranks) {
 std::string dumpLine(int rank, const RankDump& d) {
   std::string line = c10::str("  rank ", rank, ": host ", d.header.host, " pid ", d.header.pid, ", dumped on ",
                               d.header.trigger, " at ", isoTime(d.dumpUnixNs), ", ", d.entries.size(), " record(s)");
-  if (d.wrapped()) line += c10::str(" (the ring wrapped: ", d.recorded - d.capacity, " older ones are gone)");
+  if (d.wrapped()) line += c10::str(" (the ring wrapped: ", d.recorded - d.entries.size(), " older ones are gone)");
   return line + "\n";
 }
 

@@ -63,6 +63,12 @@ std::string stagesText(const std::vector<int>& stages) {
   return out + rankList(stages);
 }
 
+// "Step:ModeKeys.EVAL" -> "EVAL".
+std::string modeOfPhase(const std::string& phase) {
+  const size_t dot = phase.rfind('.');
+  return dot == std::string::npos ? std::string() : phase.substr(dot + 1);
+}
+
 }  // namespace
 
 SliceClass classifySlice(const std::string& phase, const std::string& name) {
@@ -86,16 +92,36 @@ std::optional<double> RankTime::overlapPercent() const {
 }
 
 double RankTime::medianComputeUs() const {
-  std::vector<double> v;
-  for (const auto& kv : computeByStep) v.push_back(static_cast<double>(kv.second));
-  return median(std::move(v));
+  std::vector<double> train, all;
+  for (const auto& kv : computeByStep) {
+    all.push_back(static_cast<double>(kv.second));
+    if (kv.first.mode == "TRAIN") train.push_back(static_cast<double>(kv.second));
+  }
+  return median(train.empty() ? std::move(all) : std::move(train));
+}
+
+std::string modeOfSlice(const std::vector<StepSlice>& steps, int64_t stepNum, int64_t startUs) {
+  const StepSlice* containing = nullptr;
+  const StepSlice* before = nullptr;
+  const StepSlice* first = nullptr;
+  for (const StepSlice& s : steps) {
+    if (s.step != stepNum) continue;
+    if (s.startUs <= startUs && startUs < s.endUs) containing = &s;
+    if (s.startUs <= startUs && (before == nullptr || s.startUs > before->startUs)) before = &s;
+    if (first == nullptr || s.startUs < first->startUs) first = &s;
+  }
+  if (containing != nullptr) return containing->mode;
+  if (before != nullptr) return before->mode;
+  return first != nullptr ? first->mode : std::string();
 }
 
 RankTime rankTime(int rank, const std::vector<const TraceEvent*>& events) {
   RankTime r;
   r.rank = rank;
   std::vector<Interval> compute, comm, commWait, pipeWait, data;
-  std::map<int64_t, std::vector<Interval>> computeSteps;
+  // (step number, start) of each compute slice, keyed by mode once the Step slices are known.
+  std::map<std::pair<int64_t, int64_t>, std::vector<Interval>> computeSteps;
+  std::vector<StepSlice> stepSlices;
   std::set<int> stages;
   int64_t first = INT64_MAX, last = INT64_MIN;
   for (const TraceEvent* e : events) {
@@ -105,10 +131,13 @@ RankTime rankTime(int rank, const std::vector<const TraceEvent*>& events) {
     last = std::max(last, e->endUs);
     const Interval i{e->startUs, e->endUs};
     switch (c) {
-      case SliceClass::kStep: ++r.steps; break;
+      case SliceClass::kStep:
+        ++r.steps;
+        if (auto s = e->stepNum()) stepSlices.push_back({modeOfPhase(e->phase), *s, e->startUs, e->endUs});
+        break;
       case SliceClass::kCompute:
         compute.push_back(i);
-        if (auto s = e->stepNum()) computeSteps[*s].push_back(i);
+        if (auto s = e->stepNum()) computeSteps[{*s, e->startUs}].push_back(i);
         if (auto st = stageOf(*e)) stages.insert(*st);
         break;
       case SliceClass::kComm: comm.push_back(i); break;
@@ -134,7 +163,13 @@ RankTime rankTime(int rank, const std::vector<const TraceEvent*>& events) {
   r.idleUs = std::max<int64_t>(0, r.periodUs - r.computeUs - r.exposedCommUs - r.pipelineWaitUs - r.dataLoadingUs);
   r.commUs = lengthUs(commSet);
   r.overlappedCommUs = lengthUs(intersect(commSet, computeSet));
-  for (auto& [step, slices] : computeSteps) r.computeByStep[step] = lengthUs(unite(std::move(slices)));
+  std::map<StepKey, std::vector<Interval>> byKey;
+  for (auto& [numAndStart, slices] : computeSteps) {
+    std::vector<Interval>& into = byKey[StepKey{modeOfSlice(stepSlices, numAndStart.first, numAndStart.second),
+                                                numAndStart.first}];
+    into.insert(into.end(), slices.begin(), slices.end());
+  }
+  for (auto& [key, slices] : byKey) r.computeByStep[key] = lengthUs(unite(std::move(slices)));
   return r;
 }
 
@@ -143,7 +178,7 @@ std::vector<Straggler> findStragglers(const std::vector<RankTime>& ranks, const 
   for (const auto& [stages, group] : byStages(ranks)) {
     if (group.size() < 2) continue;
     // The steps every rank of the group has compute in.
-    std::vector<int64_t> shared;
+    std::vector<StepKey> shared;
     for (const auto& kv : group.front()->computeByStep) {
       bool everywhere = true;
       for (const RankTime* r : group) everywhere &= r->computeByStep.count(kv.first) > 0;
@@ -151,7 +186,7 @@ std::vector<Straggler> findStragglers(const std::vector<RankTime>& ranks, const 
     }
     if (static_cast<int64_t>(shared.size()) < o.minSteps) continue;
     std::map<int, int64_t> slowest;
-    for (int64_t step : shared) {
+    for (const StepKey& step : shared) {
       const RankTime* worst = group.front();
       for (const RankTime* r : group)
         if (r->computeByStep.at(step) > worst->computeByStep.at(step)) worst = r;
@@ -160,11 +195,11 @@ std::vector<Straggler> findStragglers(const std::vector<RankTime>& ranks, const 
     for (const RankTime* r : group) {
       std::vector<double> own, peers;
       std::vector<int> peerRanks;
-      for (int64_t step : shared) own.push_back(static_cast<double>(r->computeByStep.at(step)));
+      for (const StepKey& step : shared) own.push_back(static_cast<double>(r->computeByStep.at(step)));
       for (const RankTime* p : group) {
         if (p == r) continue;
         peerRanks.push_back(p->rank);
-        for (int64_t step : shared) peers.push_back(static_cast<double>(p->computeByStep.at(step)));
+        for (const StepKey& step : shared) peers.push_back(static_cast<double>(p->computeByStep.at(step)));
       }
       const double mine = median(own), theirs = median(peers);
       const double share = static_cast<double>(slowest[r->rank]) / static_cast<double>(shared.size());
@@ -256,8 +291,9 @@ nlohmann::json toJson(const Breakdown& b) {
                         {"comm_s", r.commUs / 1e6},
                         {"median_compute_per_step_ms", r.medianComputeUs() / 1000}};
     if (auto o = r.overlapPercent()) j["overlap_percent"] = *o;
+    // mode -> step -> ms ("" mode: the timeline had no Step slice for those steps).
     nlohmann::json steps = nlohmann::json::object();
-    for (const auto& [step, us] : r.computeByStep) steps[std::to_string(step)] = us / 1000.0;
+    for (const auto& [key, us] : r.computeByStep) steps[key.mode][std::to_string(key.step)] = us / 1000.0;
     j["compute_ms_by_step"] = steps;
     ranks.push_back(std::move(j));
   }

@@ -38,6 +38,16 @@ namespace strata::profiler {
 enum class SliceClass { kStep, kCompute, kComm, kCommWait, kPipelineWait, kDataLoading, kOther };
 SliceClass classifySlice(const std::string& phase, const std::string& name);
 
+// A step of one mode: TRAIN step 3 and EVAL step 3 are different steps (each mode numbers its
+// own steps from 0, as args.step_num does). mode: "TRAIN", "EVAL", "PREDICT", "GLOBAL", or ""
+// when the timeline has no Step:ModeKeys event for the slice's step.
+struct StepKey {
+  std::string mode;
+  int64_t step = 0;
+  bool operator<(const StepKey& o) const { return mode != o.mode ? mode < o.mode : step < o.step; }
+  bool operator==(const StepKey& o) const { return mode == o.mode && step == o.step; }
+};
+
 struct RankTime {
   int rank = -1;
   std::vector<int> stages;  // pipeline stages it ran (args.stage); empty without a pipeline
@@ -45,10 +55,11 @@ struct RankTime {
   int64_t periodUs = 0;
   int64_t computeUs = 0, exposedCommUs = 0, pipelineWaitUs = 0, dataLoadingUs = 0, idleUs = 0;
   int64_t commUs = 0, overlappedCommUs = 0;
-  std::map<int64_t, int64_t> computeByStep;  // step -> compute µs in it
+  std::map<StepKey, int64_t> computeByStep;  // (mode, step) -> compute µs in it
 
   std::optional<double> overlapPercent() const;
-  // Median compute per step (µs); 0 without steps.
+  // Median compute per step (µs) over the TRAIN steps (all steps when there is none: an
+  // evaluation step only runs forward); 0 without steps.
   double medianComputeUs() const;
 };
 
@@ -80,6 +91,16 @@ struct Breakdown {
   std::vector<Straggler> stragglers;
   std::optional<SlowStage> slowStage;
 };
+
+// The mode of a slice with step number `stepNum` starting at `startUs`, from the rank's
+// Step:ModeKeys.<MODE> slices: the step slice with that number that contains the start, else
+// the latest one that began before it (the optimizer runs after its step's slice), else the
+// first one; "" when none has that number. Pure.
+struct StepSlice {
+  std::string mode;
+  int64_t step = 0, startUs = 0, endUs = 0;
+};
+std::string modeOfSlice(const std::vector<StepSlice>& steps, int64_t stepNum, int64_t startUs);
 
 // The time classes of one rank's slices (any order).
 RankTime rankTime(int rank, const std::vector<const TraceEvent*>& events);

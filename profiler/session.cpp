@@ -207,9 +207,10 @@ void Session::pushSlice(std::string_view name, std::string_view phase, int tid, 
 }
 
 void Session::recordModelSlice(std::string_view name, std::string_view phase, Track track, int64_t startUs,
-                               int64_t durUs) noexcept {
+                               int64_t durUs, std::vector<Arg> args) noexcept {
   if (!recordsSteps()) return;
-  pushSlice(name, phase, trackId(track), startUs, durUs, currentStep_.load(std::memory_order_relaxed), {});
+  pushSlice(name, phase, trackId(track), startUs, durUs, currentStep_.load(std::memory_order_relaxed),
+            std::move(args));
 }
 
 void Session::recordForEndedStep(int64_t step, std::string_view name, std::string_view phase, Track track,

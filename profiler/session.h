@@ -108,10 +108,11 @@ class Session {
                    int64_t durUs, std::vector<Arg> args = {}) noexcept;
   void recordSlice(std::string_view name, std::string_view phase, int tid, int64_t startUs,
                    int64_t durUs, std::vector<Arg> args = {}) noexcept;
-  // A model-level slice (the model's Forward or Backward(post-forward)): recorded at every
-  // step while recordsSteps(), inside the framework window or not.
+  // A model-level slice (the model's Forward or Backward(post-forward), a pipeline stage's
+  // per microbatch): recorded at every step while recordsSteps(), inside the framework
+  // window or not.
   void recordModelSlice(std::string_view name, std::string_view phase, Track track, int64_t startUs,
-                        int64_t durUs) noexcept;
+                        int64_t durUs, std::vector<Arg> args = {}) noexcept;
   // A slice that belongs to the step that just ended (the optimizer step after the model's
   // step): recorded, with that step's number, when `step` is the last ended step and it was
   // inside the framework window, even though the timeline may already be off.

@@ -93,6 +93,7 @@ OnlineEngine::OnlineEngine(const std::vector<RuleSpec>& specs, OnlineEngineOptio
   engine_->addRules(specs);
   auto source = std::make_unique<OnlineTensorSource>(retainedStepsFor(specs));
   trial_ = &source->mutableTrial();
+  trial_->setFilledElsewhere(options_.collectionsFilledElsewhere);
   engine_->setTensorSource(std::move(source));
   if (!options_.runDir.empty()) {
     std::error_code ec;

@@ -38,6 +38,8 @@ struct OnlineEngineOptions {
   // How often the thread wakes without a completed step (time-based rules: StalledTraining).
   std::chrono::milliseconds tickInterval{1000};
   size_t maxQueuedBytes = kDefaultFeedBytes;
+  // Collections filled by other ranks (OnlineTrial::setFilledElsewhere).
+  std::vector<std::string> collectionsFilledElsewhere;
 };
 
 // The specs that run in process: the tensor rules of `specs`, with StopTraining as their only

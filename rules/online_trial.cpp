@@ -9,17 +9,11 @@ namespace strata::rules {
 void OnlineTrial::setCollections(
     const std::vector<std::pair<std::string, std::vector<std::string>>>& collections) {
   collections_.clear();
-  membership_.clear();
   for (const auto& [name, regexes] : collections) {
-    std::vector<std::regex> compiled;
-    for (const std::string& r : regexes) {
-      try {
-        compiled.emplace_back(r, std::regex::ECMAScript);
-      } catch (const std::regex_error&) {
-        // The trial reader skips what C++ cannot compile too (with a warning there).
-      }
-    }
-    collections_.emplace_back(name, std::move(compiled));
+    Collection c;
+    c.name = name;
+    c.patterns = regexes;
+    collections_.push_back(std::move(c));
   }
 }
 
@@ -30,7 +24,7 @@ void OnlineTrial::addStep(const StepInfo& info) {
 }
 
 void OnlineTrial::touch(const std::string& name, int64_t step) {
-  if (names_.insert(name).second) membership_.erase(name);
+  if (names_.insert(name).second) ++namesVersion_;
   std::deque<int64_t>& steps = stepsOf_[name];
   if (steps.empty() || steps.back() != step) {
     if (!steps.empty() && steps.back() > step) {
@@ -79,30 +73,45 @@ void OnlineTrial::evict() {
 
 std::vector<std::string> OnlineTrial::collections() const {
   std::vector<std::string> out;
-  for (const auto& c : collections_) out.push_back(c.first);
+  for (const auto& c : collections_) out.push_back(c.name);
   return out;
 }
 
 std::vector<std::string> OnlineTrial::tensorNames(const std::string& collection) const {
   if (collection.empty()) return {names_.begin(), names_.end()};
-  size_t index = collections_.size();
-  for (size_t i = 0; i < collections_.size(); ++i)
-    if (collections_[i].first == collection) index = i;
+  auto c = std::find_if(collections_.begin(), collections_.end(),
+                        [&](const Collection& e) { return e.name == collection; });
   // As the trial reader: asking for a collection the run does not have is an error.
-  if (index == collections_.size()) throw std::out_of_range("trial has no collection \"" + collection + "\"");
-  std::vector<std::string> out;
-  for (const std::string& name : names_) {
-    auto it = membership_.find(name);
-    if (it == membership_.end()) {
-      std::vector<bool> member(collections_.size(), false);
-      for (size_t i = 0; i < collections_.size(); ++i)
-        for (const std::regex& r : collections_[i].second)
-          if (std::regex_search(name, r)) member[i] = true;
-      it = membership_.emplace(name, std::move(member)).first;
+  if (c == collections_.end()) throw std::out_of_range("trial has no collection \"" + collection + "\"");
+  if (!c->compiled) {
+    for (const std::string& r : c->patterns) {
+      try {
+        c->regexes.emplace_back(r, std::regex::ECMAScript);
+      } catch (const std::regex_error&) {
+        // The trial reader skips what C++ cannot compile too (with a warning there).
+      }
     }
-    if (it->second[index]) out.push_back(name);
+    c->compiled = true;
   }
-  return out;
+  if (c->version != namesVersion_) {
+    c->members.clear();
+    for (const std::string& name : names_) {
+      auto it = c->matched.find(name);
+      if (it == c->matched.end()) {
+        bool member = false;
+        for (const std::regex& r : c->regexes) member = member || std::regex_search(name, r);
+        it = c->matched.emplace(name, member).first;
+      }
+      if (it->second) c->members.push_back(name);
+    }
+    c->version = namesVersion_;
+  }
+  return c->members;
+}
+
+bool OnlineTrial::collectionHasTensors(const std::string& collection) const {
+  if (std::find(filledElsewhere_.begin(), filledElsewhere_.end(), collection) != filledElsewhere_.end()) return true;
+  return !tensorNames(collection).empty();
 }
 
 std::vector<StepInfo> OnlineTrial::steps() const {

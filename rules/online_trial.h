@@ -8,6 +8,10 @@
 // data are dropped. Names, collections and the modes seen are kept for the whole run.
 // Collection membership is by the collections' include regexes, as the trial reader does.
 //
+// Cost per step (the engine runs on every step): a collection's regexes are compiled when a
+// rule first asks for its tensors, each name is matched against them once, and the member
+// list is kept until a new name arrives; nothing is re-scanned at every step.
+//
 // Threading: not thread-safe; the engine's thread owns it.
 #pragma once
 
@@ -40,10 +44,14 @@ class OnlineTrial final : public InMemoryTrial {
   // Applies the retention to the tensors touched since the last call.
   void evict();
   void setFinished(bool f = true) { finished_ = f; }
+  // Collections that other ranks fill (a pipeline's losses live on the last stage): they
+  // count as holding tensors for the rules' fallbacks, as they do in the run's files.
+  void setFilledElsewhere(std::vector<std::string> collections) { filledElsewhere_ = std::move(collections); }
   size_t retainedValues() const { return data_.size(); }
 
   std::vector<std::string> collections() const override;
   std::vector<std::string> tensorNames(const std::string& collection = "") const override;
+  bool collectionHasTensors(const std::string& collection) const override;
   std::vector<StepInfo> steps() const override;
   std::optional<double> lastUpdateSec() const override { return lastUpdate_; }
   bool finished() const override { return finished_; }
@@ -60,8 +68,20 @@ class OnlineTrial final : public InMemoryTrial {
   std::map<std::string, std::deque<int64_t>> stepsOf_;  // per tensor: its retained steps, oldest first
   std::set<std::string> touched_;
   std::set<std::string> names_;
-  std::vector<std::pair<std::string, std::vector<std::regex>>> collections_;
-  mutable std::unordered_map<std::string, std::vector<bool>> membership_;  // name -> per collection
+  uint64_t namesVersion_ = 0;  // bumped when names_ gets a new name
+  // A collection: its include regexes, compiled on first use, and its members as of
+  // namesVersion (sorted as names_), with each name's verdict kept.
+  struct Collection {
+    std::string name;
+    std::vector<std::string> patterns;
+    bool compiled = false;
+    std::vector<std::regex> regexes;
+    uint64_t version = UINT64_MAX;
+    std::vector<std::string> members;
+    std::unordered_map<std::string, bool> matched;
+  };
+  mutable std::vector<Collection> collections_;
+  std::vector<std::string> filledElsewhere_;
   unsigned modes_ = 0;
   std::optional<double> lastUpdate_;
   bool finished_ = false;

@@ -134,6 +134,10 @@ class Trial {
   virtual std::vector<std::string> collections() const = 0;
   // Tensor names of a collection ("" = every tensor of the trial).
   virtual std::vector<std::string> tensorNames(const std::string& collection = "") const = 0;
+  // Whether the run's collection holds tensors on some worker. Rules that fall back to names
+  // when a collection is empty ask this: a trial of one rank's data (the in-process engine of
+  // a pipeline stage) knows that some collections are filled on other ranks.
+  virtual bool collectionHasTensors(const std::string& collection) const { return !tensorNames(collection).empty(); }
   // Complete steps, in increasing global-step order.
   virtual std::vector<StepInfo> steps() const = 0;
   virtual bool hasTensor(const std::string& name, int64_t step) const = 0;

@@ -53,6 +53,7 @@ StepReport Executor::run(const Program& program, const StepInputs& inputs) {
   in_ = &inputs;
   // The step has begun (DistributedModel::step): the observers know whether it is timed.
   timing_ = observe::observers().timing();
+  modelTiming_ = timing_ || observe::observers().modelTiming();
   report_ = StepReport{};
   report_.outputs.resize(static_cast<size_t>(inputs.microbatches));
   stash_.clear();
@@ -69,7 +70,7 @@ StepReport Executor::run(const Program& program, const StepInputs& inputs) {
       } catch (...) {
       }
       in_ = nullptr;
-      timing_ = false;
+      timing_ = modelTiming_ = false;
       throw;
     }
   }
@@ -77,7 +78,7 @@ StepReport Executor::run(const Program& program, const StepInputs& inputs) {
   STRATA_CHECK(stash_.empty(), "pipeline: the program left ", stash_.size(),
                " microbatch stash(es) without a backward (an invalid program)");
   in_ = nullptr;
-  timing_ = false;
+  timing_ = modelTiming_ = false;
   report_.totalSeconds = secondsSince(start);
   StepReport out = std::move(report_);
   report_ = StepReport{};
@@ -154,17 +155,41 @@ torch::Tensor Executor::forwardChunk(int chunk, int microbatch, const torch::Ten
   if (in_->seedBase) seed = SeedContext{*in_->seedBase, in_->step, microbatch};
   Stash* cuts = cutsFor(chunk, microbatch);
   if (timing_) return recordedForward(chunk, microbatch, x, in_->seedBase ? &seed : nullptr, cuts);
-  if (cuts == nullptr) return runLayers(*setup_.layers, c.begin, c.end, x, in_->seedBase ? &seed : nullptr);
-  cuts->layerInputs.clear();
-  cuts->layerOutputs.clear();
+  // Outside the profiler's detailed window the stage's forward is still one model-level slice.
+  const int64_t startUs = modelTiming_ ? observe::observers().clockUs() : -1;
   torch::Tensor y = x;
-  for (int i = c.begin; i < c.end; ++i) {
-    if (i > c.begin) y = cutAfter(y);
-    cuts->layerInputs.push_back(y);
-    y = runLayers(*setup_.layers, i, i + 1, y, in_->seedBase ? &seed : nullptr);
-    cuts->layerOutputs.push_back(y);
+  if (cuts == nullptr) {
+    y = runLayers(*setup_.layers, c.begin, c.end, x, in_->seedBase ? &seed : nullptr);
+  } else {
+    cuts->layerInputs.clear();
+    cuts->layerOutputs.clear();
+    for (int i = c.begin; i < c.end; ++i) {
+      if (i > c.begin) y = cutAfter(y);
+      cuts->layerInputs.push_back(y);
+      y = runLayers(*setup_.layers, i, i + 1, y, in_->seedBase ? &seed : nullptr);
+      cuts->layerOutputs.push_back(y);
+    }
   }
+  if (startUs >= 0) observe::observers().chainForward(stageChain(chunk, microbatch), observe::spanSince(startUs));
   return y;
+}
+
+observe::LayerChain Executor::stageChain(int chunk, int microbatch) const {
+  const ChunkRange& c = setup_.chunks.at(static_cast<size_t>(chunk));
+  observe::LayerChain chain;
+  chain.topName = "stage " + std::to_string(c.globalStage);
+  for (int i = c.begin; i < c.end; ++i) chain.paths.push_back((*setup_.layers)[static_cast<size_t>(i)].name);
+  chain.isStage = true;
+  chain.stage.stage = c.globalStage;
+  chain.stage.chunk = chunk;
+  chain.stage.microbatch = microbatch;
+  chain.stage.step = in_->step;
+  return chain;
+}
+
+int64_t Executor::stageStartUs() const {
+  if (timing_) return observe::observers().nowUs();
+  return modelTiming_ ? observe::observers().clockUs() : -1;
 }
 
 Executor::Stash* Executor::cutsFor(int chunk, int microbatch) {
@@ -178,14 +203,7 @@ torch::Tensor Executor::recordedForward(int chunk, int microbatch, const torch::
                                         Stash* cuts) {
   const ChunkRange& c = setup_.chunks.at(static_cast<size_t>(chunk));
   const std::vector<Layer>& layers = *setup_.layers;
-  observe::LayerChain chain;
-  chain.topName = "stage " + std::to_string(c.globalStage);
-  for (int i = c.begin; i < c.end; ++i) chain.paths.push_back(layers[static_cast<size_t>(i)].name);
-  chain.isStage = true;
-  chain.stage.stage = c.globalStage;
-  chain.stage.chunk = chunk;
-  chain.stage.microbatch = microbatch;
-  chain.stage.step = in_->step;
+  observe::LayerChain chain = stageChain(chunk, microbatch);
   observe::Interest interest;
   interest.times = true;
   instrument::LayerRecorder recorder(
@@ -252,7 +270,7 @@ void Executor::forward(const Instruction& in) {
 
 void Executor::backward(const Instruction& in) {
   const auto start = Clock::now();
-  const int64_t startUs = timing_ ? observe::observers().nowUs() : -1;
+  const int64_t startUs = stageStartUs();
   auto it = stash_.find({in.chunk, in.microbatch});
   STRATA_CHECK(it != stash_.end(), "pipeline: backward of chunk ", in.chunk, " microbatch ", in.microbatch,
                " without its forward");
@@ -263,7 +281,7 @@ void Executor::backward(const Instruction& in) {
     const double seconds = secondsSince(start);
     report_.computeSeconds += seconds;
     report_.backwardSeconds += seconds;
-    if (timing_)
+    if (startUs >= 0)
       observe::observers().stageBackward({setup_.chunks.at(static_cast<size_t>(in.chunk)).globalStage, in.chunk,
                                           in.microbatch, in_->step, false, observe::spanSince(startUs)});
     return;
@@ -284,7 +302,7 @@ void Executor::backward(const Instruction& in) {
   endLayerBackward(st);
   if (in_->afterBackward) in_->afterBackward(in.chunk, in.microbatch);
   const int stage = setup_.chunks.at(static_cast<size_t>(in.chunk)).globalStage;
-  if (timing_)
+  if (startUs >= 0)
     observe::observers().stageBackward(
         {stage, in.chunk, in.microbatch, in_->step, st.checkpointed, observe::spanSince(startUs)});
   const bool first = stage == 0;
@@ -340,7 +358,7 @@ void Executor::backwardInput(const Instruction& in, Stash& st) {
 // to the chunk's parameters (accumulated into .grad); frees the stash.
 void Executor::backwardWeight(const Instruction& in) {
   const auto start = Clock::now();
-  const int64_t startUs = timing_ ? observe::observers().nowUs() : -1;
+  const int64_t startUs = stageStartUs();
   STRATA_CHECK(setup_.splitBackward, "pipeline: a weight-gradient pass (W) in a program without split backward");
   auto it = stash_.find({in.chunk, in.microbatch});
   STRATA_CHECK(it != stash_.end() && it->second.inputGradientDone, "pipeline: weight gradients of chunk ", in.chunk,
@@ -360,7 +378,7 @@ void Executor::backwardWeight(const Instruction& in) {
   if (!roots.empty() && !params.empty())
     torch::autograd::backward(roots, grads, /*retain_graph=*/false, /*create_graph=*/false, params);
   if (in_->afterBackward) in_->afterBackward(in.chunk, in.microbatch);
-  if (timing_)
+  if (startUs >= 0)
     observe::observers().stageBackward(
         {c.globalStage, in.chunk, in.microbatch, in_->step, false, observe::spanSince(startUs), true});
   if (st.gradIn.defined()) {  // not sent yet (programs send right after B; kept for safety)

@@ -49,6 +49,7 @@
 #include <optional>
 #include <vector>
 
+#include "adapter/step_observer.h"
 #include "pipeline/program.h"
 #include "pipeline/adapter/layers.h"
 #include "strata/group.h"
@@ -150,9 +151,16 @@ class Executor {
   torch::Tensor recordedForward(int chunk, int microbatch, const torch::Tensor& x, const SeedContext* seed,
                                 Stash* cuts);
   void reportTransfer(const Instruction& in, int64_t startUs, int64_t bytes);
+  // The stage's chain (name, layers, stage/chunk/microbatch/step) for its slices.
+  observe::LayerChain stageChain(int chunk, int microbatch) const;
+  // When a stage's work starts for its slice: -1 when no observer records it at this step.
+  int64_t stageStartUs() const;
 
   ExecutorSetup setup_;
-  bool timing_ = false;  // an observer times this step
+  bool timing_ = false;  // an observer times this step in detail (per layer, transfers)
+  // An observer records model-level slices at this step (the stage's forward and backward,
+  // at every step while profiling is on, as smdebug's model-level events).
+  bool modelTiming_ = false;
   const StepInputs* in_ = nullptr;
   StepReport report_;
   std::map<std::pair<int, int>, Stash> stash_;  // (chunk, microbatch)

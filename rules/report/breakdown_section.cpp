@@ -63,14 +63,18 @@ std::string renderBreakdownSection(const json& b) {
                     {pct("compute_s"), pct("exposed_comm_s"), pct("pipeline_wait_s"), pct("data_loading_s"),
                      pct("idle_s")}});
     if (r.contains("overlap_percent")) overlap.emplace_back(rankLabel(r), num(r, "overlap_percent"));
-    Series s;
-    s.name = rankLabel(r);
-    const json byStep = r.value("compute_ms_by_step", json::object());
-    for (const auto& item : byStep.items()) {
-      s.x.push_back(std::stod(item.key()));
-      s.y.push_back(item.value().get<double>());
+    // One series per rank and mode (TRAIN and EVAL steps are numbered apart).
+    const json byMode = r.value("compute_ms_by_step", json::object());
+    for (const auto& mode : byMode.items()) {
+      if (!mode.value().is_object()) continue;
+      Series s;
+      s.name = mode.key() == "TRAIN" || mode.key().empty() ? rankLabel(r) : rankLabel(r) + " " + mode.key();
+      for (const auto& item : mode.value().items()) {
+        s.x.push_back(std::stod(item.key()));
+        s.y.push_back(item.value().get<double>());
+      }
+      if (!s.x.empty()) perStep.push_back(std::move(s));
     }
-    if (!s.x.empty()) perStep.push_back(std::move(s));
   }
   out += "<h3>Time per rank</h3>";
   out += stackedBars(rows, {"compute", "exposed communication", "pipeline wait", "data loading", "idle"}, "%");

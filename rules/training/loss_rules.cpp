@@ -139,6 +139,7 @@ class LossNotDecreasing final : public TensorRuleBase {
       check(t, key, *smoothed, st, &bad, &detail, &details);
     }
     if (any) evaluated();
+    if (bad.empty()) return {};  // the message is formatted only for a finding
     return conclude(step, bad,
                     c10::str("loss did not decrease over ", numSteps_, " steps",
                              diffPercent_ > 0 ? " (rose by at least " + num(diffPercent_) + "%)" : "", ": ", detail),

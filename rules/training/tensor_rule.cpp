@@ -82,10 +82,9 @@ std::vector<std::string> namedLike(const Trial& trial, Named named) {
 // The tensors of `collection` when the trial has it and it is not empty, else namedLike().
 template <typename Named>
 std::vector<std::string> collectionOr(const Trial& trial, const std::string& collection, Named named) {
-  if (hasCollection(trial, collection)) {
-    auto t = trial.tensorNames(collection);
-    if (!t.empty()) return t;
-  }
+  // Filled (here or, for one rank's trial, on another rank): the collection, even when this
+  // trial holds none of its tensors, as the offline reader of every rank's files decides.
+  if (hasCollection(trial, collection) && trial.collectionHasTensors(collection)) return trial.tensorNames(collection);
   return namedLike(trial, named);
 }
 

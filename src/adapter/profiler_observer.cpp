@@ -51,7 +51,8 @@ class ProfilerObserver final : public StepObserver {
     slice(path, phases::kForwardSubmodule, Track::kCompute, span);
   }
   // The model's forward and backward are recorded at every step (smdebug's hook writes
-  // them outside the detailed window too); a pipeline stage's, per microbatch, only inside.
+  // them outside the detailed window too), and so are a pipeline stage's per microbatch (a
+  // stage is its rank's model); layers and transfers only inside the window.
   void chainForward(const LayerChain& chain, Span span) override {
     profiler::Session* s = profiler::current();
     if (s == nullptr || span.startUs < 0) return;
@@ -59,11 +60,11 @@ class ProfilerObserver final : public StepObserver {
       s->recordModelSlice(chain.topName, phases::kForward, Track::kCompute, span.startUs, span.durUs);
       return;
     }
-    s->recordSlice(chain.topName, phases::kForward, Track::kCompute, span.startUs, span.durUs,
-                   {{"stage", chain.stage.stage},
-                    {"chunk", chain.stage.chunk},
-                    {"microbatch", chain.stage.microbatch},
-                    {"step", chain.stage.step}});
+    s->recordModelSlice(chain.topName, phases::kForward, Track::kCompute, span.startUs, span.durUs,
+                        {{"stage", chain.stage.stage},
+                         {"chunk", chain.stage.chunk},
+                         {"microbatch", chain.stage.microbatch},
+                         {"step", chain.stage.step}});
   }
   void layerBackward(const std::string& path, Span span) override {
     slice(path, phases::kBackwardSubmodule, Track::kCompute, span);
@@ -97,17 +98,17 @@ class ProfilerObserver final : public StepObserver {
   }
 
   void stageBackward(const StageWork& w) override {
-    profiler::Session* s = recording();
+    profiler::Session* s = profiler::current();
     if (s == nullptr || w.span.startUs < 0) return;
     // zero_bubble: B is "stage <s>", W "stage <s> W" (the same phase and track).
-    s->recordSlice(stageName(w.stage) + (w.weightGradients ? " W" : ""), phases::kBackward, Track::kCompute,
-                   w.span.startUs, w.span.durUs,
-                   {{"stage", w.stage},
-                    {"chunk", w.chunk},
-                    {"microbatch", w.microbatch},
-                    {"step", w.step},
-                    {"recomputed", w.recomputed},
-                    {"weight_gradients", w.weightGradients}});
+    s->recordModelSlice(stageName(w.stage) + (w.weightGradients ? " W" : ""), phases::kBackward, Track::kCompute,
+                        w.span.startUs, w.span.durUs,
+                        {{"stage", w.stage},
+                         {"chunk", w.chunk},
+                         {"microbatch", w.microbatch},
+                         {"step", w.step},
+                         {"recomputed", w.recomputed},
+                         {"weight_gradients", w.weightGradients}});
   }
   void transfer(const Transfer& t) override {
     profiler::Session* s = recording();

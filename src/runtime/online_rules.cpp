@@ -19,6 +19,15 @@ bool evaluatesOwnTensors(int rank, int worldSize, const config::JobConfig& confi
   return true;
 }
 
+std::vector<std::string> collectionsFilledElsewhere(int rank, int worldSize, const config::JobConfig& config) {
+  const config::ModelParallelConfig& mp = config.modelParallel;
+  if (!mp.enabled || mp.partitions <= 1) return {};
+  const pipeline::Topology t = pipeline::makeTopology(worldSize, mp.partitions, pipeline::parsePlacement(mp.placementStrategy));
+  // The last global stage (chunk * partitions + pipeline rank) is on pipeline rank partitions - 1.
+  if (t.ppRankOf.at(static_cast<size_t>(rank)) == mp.partitions - 1) return {};
+  return {"losses"};
+}
+
 std::unique_ptr<rules::OnlineEngine> startInProcessRules(const config::JobConfig& config, int rank, int worldSize) {
   if (config.rules.empty() || !evaluatesOwnTensors(rank, worldSize, config)) return nullptr;
   try {
@@ -27,6 +36,7 @@ std::unique_ptr<rules::OnlineEngine> startInProcessRules(const config::JobConfig
     rules::OnlineEngineOptions o;
     o.runDir = config.outputDir;
     o.worker = debugger::workerNameForRank(rank);
+    o.collectionsFilledElsewhere = collectionsFilledElsewhere(rank, worldSize, config);
     auto engine = std::make_unique<rules::OnlineEngine>(specs, o);
     debugger::setStepTap(engine->feed());
     STRATA_LOG(kInfo, kRules, "in-process rules: ", specs.size(), " tensor rule(s) on ", o.worker,

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 #include "rules/online_engine.h"
@@ -15,6 +16,13 @@ namespace strata::runtime {
 // them from: the first by worker name among the ranks that save the same names (every rank
 // in data parallelism; the replicas of one pipeline stage with model parallelism).
 bool evaluatesOwnTensors(int rank, int worldSize, const config::JobConfig& config);
+
+// Pure: the collections that other ranks fill for `rank`'s in-process trial: "losses" on a
+// pipeline stage other than the last (the loss lives on the last stage), none otherwise. The
+// offline reader sees every rank's tensors, so a loss rule there never falls back to this
+// rank's names containing "loss" (a scalar such as train_loss_avg200) while the last stage
+// saves the loss; the in-process engine must not either.
+std::vector<std::string> collectionsFilledElsewhere(int rank, int worldSize, const config::JobConfig& config);
 
 // Starts this rank's engine when the job has tensor rules and the rank evaluates its tensors,
 // and makes its feed the debugger's tap (hooks created later hand their data to it). Returns

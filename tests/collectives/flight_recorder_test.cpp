@@ -2,8 +2,10 @@
 // dump format (round trip, errors), and what a Communicator records.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -92,6 +94,56 @@ TEST(FlightRecorder, KeepsTheNewestCapacityRecords) {
   }
 }
 
+// A communicator's collectives go to its own lane: ids count per lane, each lane keeps its
+// newest `capacity` records, and a snapshot is one history ordered by time.
+TEST(FlightRecorder, PrivateLanesKeepTheirRecordsInOneHistory) {
+  Recorder rec(3);
+  const uint32_t a = rec.acquireLane(), b = rec.acquireLane();
+  ASSERT_NE(a, 0u);
+  ASSERT_NE(b, 0u);
+  ASSERT_NE(a, b);
+  for (uint64_t s = 1; s <= 5; ++s) rec.finish(rec.record(allreduceInfo(s), State::kStarted, a), true);
+  const Ticket p2p = rec.record(allreduceInfo(100), State::kEnqueued);  // shared lane
+  const Ticket inB = rec.record(allreduceInfo(200), State::kStarted, b);
+  EXPECT_EQ(inB.lane, b);
+  EXPECT_EQ(inB.id, 1u);
+  ASSERT_TRUE(rec.start(p2p, 101));
+  rec.finish(inB, false);
+  const Snapshot snap = rec.snapshot();
+  EXPECT_EQ(snap.recorded, 7u);
+  EXPECT_TRUE(snap.wrapped);
+  std::vector<uint64_t> seqs;
+  for (const Entry& e : snap.entries) seqs.push_back(e.info.seq);
+  // Lane a's newest 3 (3, 4, 5, in their order), the shared lane's and b's.
+  std::vector<uint64_t> ofA;
+  for (uint64_t s : seqs)
+    if (s <= 5) ofA.push_back(s);
+  EXPECT_EQ(ofA, (std::vector<uint64_t>{3, 4, 5}));
+  std::sort(seqs.begin(), seqs.end());
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{3, 4, 5, 101, 200}));
+  for (size_t i = 1; i < snap.entries.size(); ++i)
+    EXPECT_LE(snap.entries[i - 1].enqueueTicks, snap.entries[i].enqueueTicks);
+  for (const Entry& e : snap.entries) {
+    if (e.info.seq == 101) {
+      EXPECT_EQ(e.lane, 0u);
+    }
+    if (e.info.seq == 200) {
+      EXPECT_EQ(e.state, State::kFailed);
+    }
+    if (e.info.seq <= 5) {
+      EXPECT_EQ(e.lane, a);
+    }
+  }
+  // Every lane taken: the shared one (0); a released lane is handed out again, records kept.
+  std::vector<uint32_t> taken;
+  for (uint32_t i = 2; i < Recorder::kMaxLanes; ++i) taken.push_back(rec.acquireLane());
+  EXPECT_EQ(std::count(taken.begin(), taken.end(), 0u), 0);
+  EXPECT_EQ(rec.acquireLane(), 0u);
+  rec.releaseLane(a);
+  EXPECT_EQ(rec.acquireLane(), a);
+  EXPECT_EQ(rec.snapshot().entries.size(), 5u);
+}
+
 TEST(FlightRecorder, AGoneRecordIgnoresLateStateChanges) {
   Recorder rec(2);
   const Ticket old = rec.record(allreduceInfo(0), State::kEnqueued);
@@ -133,6 +185,8 @@ TEST(FlightRecorder, ConcurrentWritersNeverShowATornRecord) {
   std::vector<std::thread> writers;
   for (int w = 0; w < kWriters; ++w)
     writers.emplace_back([&, w] {
+      // Writers 0 and 1 in a private lane each (as two communicators), 2 and 3 share lane 0.
+      const uint32_t lane = w < 2 ? rec.acquireLane() : 0;
       while (!readerRunning.load()) std::this_thread::yield();
       for (uint64_t i = 0; i < kPerWriter; ++i) {
         const uint64_t k = static_cast<uint64_t>(w) * kPerWriter + i + 1;
@@ -143,7 +197,7 @@ TEST(FlightRecorder, ConcurrentWritersNeverShowATornRecord) {
         info.tag = k ^ 0x5a5a;
         info.peer = static_cast<int32_t>(k % 7);
         info.op = Op::kSend;
-        rec.finish(rec.record(info, State::kStarted), true);
+        rec.finish(rec.record(info, State::kStarted, lane), true);
       }
     });
   for (auto& t : writers) t.join();
@@ -151,7 +205,7 @@ TEST(FlightRecorder, ConcurrentWritersNeverShowATornRecord) {
   reader.join();
   const Snapshot last = rec.snapshot();
   EXPECT_EQ(last.recorded, kWriters * kPerWriter);
-  EXPECT_EQ(last.entries.size(), 64u);
+  EXPECT_EQ(last.entries.size(), 3 * 64u);  // the newest 64 of each lane
   EXPECT_GT(checked.load(), 0u);
 }
 
@@ -256,20 +310,26 @@ TEST(FlightCommunicator, RecordsCollectivesAndPointToPoint) {
     ASSERT_EQ(snap.groups.size(), 1u);
     EXPECT_EQ(snap.groups[0].name, "world");
     ASSERT_EQ(snap.entries.size(), 5u);
-    const Entry& ar = snap.entries[0];
-    EXPECT_EQ(ar.info.op, Op::kAllReduce);
+    // The collectives are in the communicator's own lane, the queued broadcast and the
+    // point-to-point ops in the shared one; within one clock tick the snapshot may list the
+    // lanes in any order, so the records are found by op.
+    std::map<Op, const Entry*> byOp;
+    for (const Entry& e : snap.entries) byOp[e.info.op] = &e;
+    ASSERT_EQ(byOp.size(), 5u);
+    const Entry& ar = *byOp[Op::kAllReduce];
+    EXPECT_NE(ar.lane, 0u);
     EXPECT_EQ(ar.info.seq, 1u);
     EXPECT_EQ(ar.info.numBytes, 1024u);
-    EXPECT_EQ(snap.entries[1].info.op, Op::kBroadcast);
-    EXPECT_EQ(snap.entries[1].info.seq, 2u);  // the queued record took its seq when it ran
-    EXPECT_LE(snap.entries[1].enqueueTicks, snap.entries[1].startTicks);
-    EXPECT_EQ(snap.entries[2].info.op, Op::kSend);
-    EXPECT_EQ(snap.entries[2].info.seq, 1u);
-    EXPECT_EQ(snap.entries[2].info.peer, 1 - r);
-    EXPECT_EQ(snap.entries[3].info.op, Op::kRecv);
-    EXPECT_EQ(snap.entries[3].info.tag, 5u);
-    EXPECT_EQ(snap.entries[4].info.op, Op::kBarrier);
-    EXPECT_EQ(snap.entries[4].info.seq, 3u);
+    EXPECT_EQ(byOp[Op::kBroadcast]->info.seq, 2u);  // the queued record took its seq when it ran
+    EXPECT_EQ(byOp[Op::kBroadcast]->lane, 0u);
+    EXPECT_LE(byOp[Op::kBroadcast]->enqueueTicks, byOp[Op::kBroadcast]->startTicks);
+    EXPECT_EQ(byOp[Op::kSend]->info.seq, 1u);
+    EXPECT_EQ(byOp[Op::kSend]->info.peer, 1 - r);
+    EXPECT_EQ(byOp[Op::kRecv]->info.tag, 5u);
+    EXPECT_EQ(byOp[Op::kBarrier]->info.seq, 3u);
+    EXPECT_EQ(byOp[Op::kBarrier]->lane, ar.lane);
+    for (size_t i = 1; i < snap.entries.size(); ++i)
+      EXPECT_LE(snap.entries[i - 1].enqueueTicks, snap.entries[i].enqueueTicks);
     for (const Entry& e : snap.entries) EXPECT_EQ(e.state, State::kCompleted) << opName(e.info.op);
   }
 }

@@ -3,10 +3,10 @@
 // through DistributedModel with the profiler configured as a user would (system metrics every
 // 100 ms, framework timeline for steps 1..3). After finalize, rank 0 reads the profiler files
 // back and checks: system metrics files and the end marker; valid Perfetto traces (strict
-// nesting per track); per rank step events at every step, the rest inside the window: per microbatch one
-// "stage <s>" Forward and Backward slice (args.microbatch), each layer of its stage as a
-// Forward-SubModuleInternal slice inside a stage Forward and as a Backward-SubModuleInternal
-// slice inside a stage Backward, and on the pipeline track the
+// nesting per track); per rank step events and, as smdebug's model-level events, per microbatch one
+// "stage <s>" Forward and Backward slice (args.microbatch) at every step; the rest inside the
+// window: each layer of its stage as a Forward-SubModuleInternal slice inside a stage Forward
+// and as a Backward-SubModuleInternal slice inside a stage Backward, and on the pipeline track the
 // receives (the waits: activations on stage 1, gradients on stage 0) and sends with their
 // peer and microbatch. On 4 ranks (hybrid: 2 pipelines x 2 data-parallel replicas, "ddp": true)
 // every rank also records its gradient reduction: one AllReduceWait per step and AllReduce
@@ -66,37 +66,44 @@ void checkRank(strata::profiler::TimelineReader& reader, int rank, bool hybrid, 
   q.rank = rank;
   const std::vector<TraceEvent> events = reader.events(q);
   const std::string r = "rank " + std::to_string(rank) + ": ";
+  const int ppRank = rank % 2;  // "cluster" placement: a pipeline's ranks are adjacent
+  const std::string stage = "stage " + std::to_string(ppRank);
+  const auto stageLevel = [&](const TraceEvent& e) {
+    return (e.phase == "Forward" || e.phase == "Backward(post-forward)") && e.name.rfind(stage, 0) == 0;
+  };
   std::set<int64_t> stepNums, stepEvents;
   std::map<std::string, std::vector<const TraceEvent*>> byPhase;
   for (const auto& e : events) {
     byPhase[e.phase].push_back(&e);
     if (e.phase == "Step:ModeKeys.TRAIN" && e.stepNum()) stepEvents.insert(*e.stepNum());
-    else if (e.stepNum()) stepNums.insert(*e.stepNum());
+    else if (e.stepNum() && !stageLevel(e)) stepNums.insert(*e.stepNum());
   }
   c.expect(stepEvents == std::set<int64_t>{0, 1, 2, 3, 4, 5}, r + "step events at every step");
   c.expect(!stepNums.empty() && *stepNums.begin() >= kWindowStart && *stepNums.rbegin() < kWindowStart + kWindowSteps,
-           r + "other events only inside the window");
+           r + "detailed events (layers, transfers) only inside the window");
 
-  // Per phase: (step, microbatch) pairs of this rank's stage slices.
-  const int ppRank = rank % 2;  // "cluster" placement: a pipeline's ranks are adjacent
-  const std::string stage = "stage " + std::to_string(ppRank);
+  // Per phase: (step, microbatch) pairs of this rank's stage slices: at every step.
   auto microbatchesOf = [&](const std::string& phase, const std::string& name) {
     std::multiset<std::pair<int64_t, int64_t>> seen;
     for (const TraceEvent* e : byPhase[phase])
       if (e->name == name) seen.insert({intArg(*e, "step"), intArg(*e, "microbatch")});
     return seen;
   };
-  std::multiset<std::pair<int64_t, int64_t>> every;
-  for (int64_t s = kWindowStart; s < kWindowStart + kWindowSteps; ++s)
-    for (int64_t mb = 0; mb < kMicrobatches; ++mb) every.insert({s, mb});
-  c.expect(microbatchesOf("Forward", stage) == every, r + "one " + stage + " Forward per step and microbatch");
-  c.expect(microbatchesOf("Backward(post-forward)", stage) == every,
-           r + "one " + stage + " Backward per step and microbatch");
+  std::multiset<std::pair<int64_t, int64_t>> every, allSteps;
+  for (int64_t s = 0; s < kSteps; ++s)
+    for (int64_t mb = 0; mb < kMicrobatches; ++mb) {
+      allSteps.insert({s, mb});
+      if (s >= kWindowStart && s < kWindowStart + kWindowSteps) every.insert({s, mb});
+    }
+  c.expect(microbatchesOf("Forward", stage) == allSteps,
+           r + "one " + stage + " Forward per step and microbatch, in and outside the window");
+  c.expect(microbatchesOf("Backward(post-forward)", stage) == allSteps,
+           r + "one " + stage + " Backward per step and microbatch, in and outside the window");
   // zero_bubble (PIPELINE=zero_bubble, set by the script's caller): W's are slices of their own.
   const char* pipelineName = std::getenv("PIPELINE");
   const bool split = pipelineName != nullptr && std::string(pipelineName) == "zero_bubble";
   const auto weightSlices = microbatchesOf("Backward(post-forward)", stage + " W");
-  c.expect(split ? weightSlices == every : weightSlices.empty(),
+  c.expect(split ? weightSlices == allSteps : weightSlices.empty(),
            r + stage + " W slices " + (split ? "once per step and microbatch" : "absent"));
   for (const TraceEvent* e : byPhase["Forward"])
     c.expect(e->name == stage && e->tid == 2, r + "Forward slice " + e->name + " on the compute track");

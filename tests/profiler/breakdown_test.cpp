@@ -213,5 +213,47 @@ TEST(Breakdown, TooFewStepsOrNoRanks) {
   EXPECT_EQ(analyzeBreakdown({}).layout, "");
 }
 
+// A training phase (TRAIN steps 0-9, 30 ms of compute, the optimizer after each Step slice)
+// then an evaluation pass (EVAL steps 0-9, 6 ms of forward): the same step numbers, kept
+// apart. Merged, TRAIN step k would count 36 ms and the EVAL steps would vanish.
+TEST(Breakdown, TrainAndEvalStepsWithTheSameNumberAreKeptApart) {
+  std::vector<TraceEvent> events;
+  int64_t t = kT0;
+  for (int s = 0; s < 10; ++s) {
+    events.push_back(slice(0, "Step:ModeKeys.TRAIN", "Step:ModeKeys.TRAIN", t, 28 * kMs, s));
+    events.push_back(slice(0, "Forward", "Net", t, 10 * kMs, s));
+    events.push_back(slice(0, "Backward(post-forward)", "Net", t + 10 * kMs, 18 * kMs, s));
+    events.push_back(slice(0, "Optimizer", "step", t + 28 * kMs, 2 * kMs, s));  // after the Step slice
+    t += 31 * kMs;
+  }
+  for (int s = 0; s < 10; ++s) {
+    events.push_back(slice(0, "Step:ModeKeys.EVAL", "Step:ModeKeys.EVAL", t, 6 * kMs, s));
+    events.push_back(slice(0, "Forward", "Net", t, 6 * kMs, s));
+    t += 7 * kMs;
+  }
+  const Breakdown b = analyzeBreakdown(events);
+  ASSERT_EQ(b.ranks.size(), 1u);
+  const RankTime& r = b.ranks[0];
+  ASSERT_EQ(r.computeByStep.size(), 20u);
+  for (int s = 0; s < 10; ++s) {
+    EXPECT_EQ(r.computeByStep.at(StepKey{"TRAIN", s}), 30 * kMs) << s;
+    EXPECT_EQ(r.computeByStep.at(StepKey{"EVAL", s}), 6 * kMs) << s;
+  }
+  EXPECT_EQ(r.medianComputeUs(), 30.0 * kMs);  // the training steps'
+  const nlohmann::json j = toJson(b);
+  EXPECT_EQ(j["ranks"][0]["compute_ms_by_step"]["TRAIN"]["3"], 30.0);
+  EXPECT_EQ(j["ranks"][0]["compute_ms_by_step"]["EVAL"]["3"], 6.0);
+}
+
+TEST(Breakdown, ModeOfASliceFromTheStepSlices) {
+  const std::vector<StepSlice> steps = {{"TRAIN", 4, 100, 200}, {"EVAL", 4, 500, 550}, {"TRAIN", 5, 210, 300}};
+  EXPECT_EQ(modeOfSlice(steps, 4, 150), "TRAIN");  // inside
+  EXPECT_EQ(modeOfSlice(steps, 4, 520), "EVAL");   // inside
+  EXPECT_EQ(modeOfSlice(steps, 4, 205), "TRAIN");  // after its step slice (the optimizer)
+  EXPECT_EQ(modeOfSlice(steps, 4, 600), "EVAL");   // the latest that began before it
+  EXPECT_EQ(modeOfSlice(steps, 4, 50), "TRAIN");   // before any: the first
+  EXPECT_EQ(modeOfSlice(steps, 9, 150), "");       // no Step slice with that number
+}
+
 }  // namespace
 }  // namespace strata::profiler

@@ -22,7 +22,8 @@ json sampleBreakdown() {
   json ranks = json::array();
   for (int r = 0; r < 2; ++r) {
     json steps = json::object();
-    for (int s = 5; s < 25; ++s) steps[std::to_string(s)] = r == 1 ? 31.0 + s % 3 : 20.0 + s % 2;
+    for (int s = 5; s < 25; ++s) steps["TRAIN"][std::to_string(s)] = r == 1 ? 31.0 + s % 3 : 20.0 + s % 2;
+    for (int s = 0; s < 3; ++s) steps["EVAL"][std::to_string(s)] = 7.0;  // numbered apart from TRAIN
     ranks.push_back({{"rank", r},
                      {"stages", json::array()},
                      {"steps", 20},
@@ -50,6 +51,8 @@ TEST(BreakdownReport, SectionMarkup) {
                              "pipeline wait", "data loading", "idle", "Straggler:", "rank 1 was the slowest",
                              "Communication hidden by compute", "Compute per step"})
     EXPECT_NE(html.find(needle), std::string::npos) << needle;
+  // One compute-per-step series per rank and mode: the EVAL steps are not merged into TRAIN's.
+  EXPECT_NE(html.find("rank 1 EVAL"), std::string::npos);
   const std::string empty = report::renderBreakdownSection(nullptr);
   EXPECT_NE(empty.find("No framework timeline"), std::string::npos);
   json balanced = sampleBreakdown();

@@ -18,7 +18,8 @@
 #   7. a short diverging job (400 steps, lr 1e3) with the demo's rules is stopped (with the
 #      old 5 s file poll it ran to its end);
 #   8. a 2-stage pipeline stopped by the last stage's in-process verdict (the loss is there);
-#   9. in-process verdicts equal `strata rules` on the files, data parallel and pipeline.
+#   9. in-process verdicts equal `strata rules` on the files, data parallel and pipeline
+#      (each pipeline stage's engine, the stages' verdicts together).
 # Each run must exit 0 with every rank reporting the same step.
 set -euo pipefail
 MPIEXEC="$1"; EXAMPLE="$2"; STRATA="$3"; SOURCE_DIR="$4"
@@ -233,8 +234,9 @@ print(f"{run}: {len(online)} in-process verdicts equal the offline ones ({sorted
 PY
 }
 verdicts verdicts_dp ''
-# Not compared for a pipeline run yet: in CI (2026-11-25) the last stage's in-process engine
-# reported one LossNotDecreasing verdict (step 99 of 120) that `strata rules` on the files did
-# not (16 vs 15); the cause is open (see the issue 15 note). The pipeline StopTraining case
-# above (pipe) still runs.
+# A pipeline: each stage's engine judges its own tensors. Stage 0 has no loss but the
+# example's train_loss_avg200 scalar (every rank saves it); offline the losses collection
+# (Loss_output_0, on the last stage) is not empty, so stage 0 must not fall back to that
+# scalar either (it once gave one verdict more, at step 99).
+verdicts verdicts_pipeline '"modelparallel": {"enabled": true, "partitions": 2, "microbatches": 4, "pipeline": "interleaved"},'
 echo PASS

@@ -136,6 +136,17 @@ Verdicts fromJsonl(const std::string& path) {
   return v;
 }
 
+// The findings of `strata rules RUN_DIR` on the files (its StopTraining is reset after).
+std::vector<Finding> offlineFindings(const std::string& runDir, const std::vector<RuleSpec>& rules) {
+  EngineOptions eo;
+  eo.runDir = runDir;
+  auto offline = makeRunEngine(runDir, rules, eo, FileSourceOptions{});
+  std::vector<Finding> all = offline->poll();
+  for (auto& f : offline->finish()) all.push_back(f);
+  StopSignal::global().reset();
+  return all;
+}
+
 const std::vector<RuleSpec> kRules = {
     {"LossNotDecreasing", {{"num_steps", 2}}, json::array({"StopTraining"})},
     {"ExplodingTensor", json::object(), json::array({"log"})},
@@ -172,13 +183,7 @@ TEST(InProcessRules, VerdictsEqualStrataRulesOnTheFiles) {
   EXPECT_EQ(StopSignal::global().rule(), "LossNotDecreasing");
   const int64_t stopStep = StopSignal::global().step();
   StopSignal::global().reset();
-  // Offline, as `strata rules RUN_DIR` does it.
-  EngineOptions eo;
-  eo.runDir = dir.path();
-  auto offline = makeRunEngine(dir.path(), kRules, eo, FileSourceOptions{});
-  std::vector<Finding> all = offline->poll();
-  for (auto& f : offline->finish()) all.push_back(f);
-  StopSignal::global().reset();
+  const std::vector<Finding> all = offlineFindings(dir.path(), kRules);
   Verdicts want;
   for (const auto& [key, subjects] : fromFindings(all))
     if (key.second >= 0) want[key] = subjects;  // tensor findings (profiler ones have no step)
@@ -195,6 +200,63 @@ TEST(InProcessRules, VerdictsEqualStrataRulesOnTheFiles) {
   const json stats = json::parse(in);
   EXPECT_EQ(stats["steps_evaluated"], 24);  // every step: due (even) or with a scalar (odd)
   EXPECT_EQ(stats["findings"].get<int64_t>(), static_cast<int64_t>(got.size()));
+}
+
+config::JobConfig jobConfig(const std::string& json) { return config::parseJobConfig(json, "test"); }
+
+constexpr char kPipeline[] =
+    R"({"modelparallel": {"enabled": true, "partitions": 2}, "debugger": {"include_workers": "all"}})";
+
+// A 2-stage pipeline's debugger data, one hook per stage as each rank has it: stage 0
+// (worker_0) saves no loss, only a loss average every 5 steps (as the example's
+// train_loss_avg200, on every rank), rising; stage 1 (worker_1) saves the loss at every step
+// (falling, then rising from step 16) and the same average. Offline, the losses collection
+// holds Loss_output_0, so LossNotDecreasing never looks at the average; stage 0's engine must
+// not either (before the fix it reported the average rising: one verdict more than offline).
+TEST(InProcessRules, PipelineStagesVerdictsEqualStrataRulesOnTheFiles) {
+  const char* section = R"({"include_workers": "all", "collections": [{"name": "losses", "save_interval": 1}]})";
+  const std::vector<RuleSpec> rules = {{"LossNotDecreasing", {{"num_steps", 4}}}};
+  StopSignal::global().reset();
+  auto runStage = [&](const std::string& runDir, int rank, std::vector<std::string> filledElsewhere) {
+    OnlineEngineOptions o;
+    o.runDir = runDir;
+    o.worker = "worker_" + std::to_string(rank);
+    o.tickInterval = std::chrono::milliseconds(20);
+    o.collectionsFilledElsewhere = std::move(filledElsewhere);
+    OnlineEngine engine(inProcessSpecs(rules, false), o);
+    debugger::setStepTap(engine.feed());
+    {
+      Hook hook(debugger::testing::debuggerConfig(section), debugger::testing::hookOptions(runDir, rank, 2));
+      for (int s = 0; s < 30; ++s) {
+        hook.beginStep(debugger::Mode::kTrain);
+        if (rank == 1) {
+          const float loss = s < 16 ? 2.0f - 0.05f * static_cast<float>(s) : 1.0f + 0.1f * static_cast<float>(s);
+          hook.saveTensor("Loss_output_0", DType::kFloat32, {}, &loss);
+        }
+        if (s % 5 == 4) hook.saveScalar("train_loss_avg", 1.0 + 0.1 * s);
+        runtime::stepDataComplete();
+      }
+      hook.close(/*writeEndMarker=*/rank == 1);
+    }
+    debugger::setStepTap(nullptr);
+    engine.stop();
+    return fromJsonl(runDir + "/rule-output/online/" + o.worker + ".jsonl");
+  };
+  debugger::testing::TempDir dir, unfixed;
+  const Verdicts stage0 = runStage(dir.path(), 0, runtime::collectionsFilledElsewhere(0, 2, jobConfig(kPipeline)));
+  const Verdicts stage1 = runStage(dir.path(), 1, runtime::collectionsFilledElsewhere(1, 2, jobConfig(kPipeline)));
+  const Verdicts stage0Alone = runStage(unfixed.path(), 0, {});
+  StopSignal::global().reset();
+  const Verdicts want = fromFindings(offlineFindings(dir.path(), rules));
+  Verdicts got = stage0;
+  got.insert(stage1.begin(), stage1.end());
+  EXPECT_EQ(got, want);
+  EXPECT_TRUE(stage0.empty());
+  ASSERT_FALSE(want.empty());  // the loss rises: offline finds it, on Loss_output_0 only
+  for (const auto& kv : want) EXPECT_EQ(kv.second, std::set<std::string>{"Loss_output_0"});
+  // Without knowing that the last stage holds the losses, stage 0 judges the average.
+  ASSERT_FALSE(stage0Alone.empty());
+  EXPECT_EQ(stage0Alone.begin()->second, std::set<std::string>{"scalar/train_loss_avg"});
 }
 
 TEST(InProcessRules, InProcessSpecsKeepTensorRulesAndOnlyStopTraining) {
@@ -245,7 +307,6 @@ TEST(InProcessRules, OnlineTrialKeepsTheNewestStepsOfEachTensor) {
   EXPECT_EQ(t.tensorNames(), (std::vector<std::string>{"rare", "w"}));
 }
 
-config::JobConfig jobConfig(const std::string& json) { return config::parseJobConfig(json, "test"); }
 
 TEST(InProcessRules, WhichRankEvaluatesItsTensors) {
   const std::string all = R"("debugger": {"include_workers": "all", "collections": [{"name": "losses"}]})";
@@ -278,6 +339,29 @@ TEST(InProcessRules, WhichRankEvaluatesItsTensors) {
       if (runtime::evaluatesOwnTensors(r, c.worldSize, cfg)) got.push_back(r);
     EXPECT_EQ(got, c.evaluating) << c.config << " x" << c.worldSize;
   }
+}
+
+TEST(InProcessRules, WhichCollectionsOtherRanksFill) {
+  auto mp = [](int partitions, const char* placement) {
+    return std::string(R"({"modelparallel": {"enabled": true, "partitions": )") + std::to_string(partitions) +
+           R"(, "placement_strategy": ")" + placement + "\"}}";
+  };
+  const std::vector<std::string> losses = {"losses"}, none;
+  const struct {
+    std::string config;
+    int worldSize;
+    std::vector<std::vector<std::string>> byRank;
+  } cases[] = {
+      {"{}", 2, {none, none}},                                          // data parallel: rank 0 has the loss
+      {mp(2, "cluster"), 2, {losses, none}},                            // the last stage has it
+      {mp(2, "cluster"), 4, {losses, none, losses, none}},              // pipelines 0-1 and 2-3
+      {mp(2, "spread"), 4, {losses, losses, none, none}},               // pipelines 0-2 and 1-3
+      {mp(4, "cluster"), 4, {losses, losses, losses, none}},
+  };
+  for (const auto& c : cases)
+    for (int r = 0; r < c.worldSize; ++r)
+      EXPECT_EQ(runtime::collectionsFilledElsewhere(r, c.worldSize, jobConfig(c.config)), c.byRank[r])
+          << c.config << " rank " << r << " of " << c.worldSize;
 }
 
 TEST(InProcessRules, StopKeyOrdersByStepThenRank) {
