@@ -11,28 +11,34 @@
 #          step on the slowest rank (the profiler's step timer)
 #   engine cost = the in-process engine's CPU per evaluated step (rule-output/online/*.json)
 #                 over the median step time; and the training thread's tap time per step.
+#                 A diverging run stops after ~11 steps, so its figure is mostly the first
+#                 evaluation's one-time cost (regexes compiled, rule state allocated); the
+#                 cost lines come from healthy runs of COST_STEPS steps (default 300, the
+#                 learning rate's default, the same rules with a smoothed loss, no stop),
+#                 whole run (first evaluation included) and after the first evaluation.
 # Prints a table and
 #   # stop latency steps LossNotDecreasing: <worst over the runs>
 #   # stop latency steps LossNotDecreasing dp: <n>      # ... pipeline: <n>
 #   # stop latency ms LossNotDecreasing dp: <ms>        # ... pipeline: <ms>
-#   # online engine cost per step pct dp: <x>           # ... pipeline: <x>
+#   # online engine cost per step pct dp: <x>           # ... pipeline: <x>   (healthy runs, whole run)
+#   # online engine cost per step after first pct dp: <x>  # ... pipeline: <x>
 #
 #   bench/run_stop_latency.sh [BUILD_DIR=build] [REPEATS=3]
 set -euo pipefail
-BUILD=${1:-build}; REPEATS=${2:-3}
+BUILD=${1:-build}; REPEATS=${2:-3}; COST_STEPS=${COST_STEPS:-300}
 BIN="$BUILD/examples/fashion_mnist"
 [ -x "$BIN" ] || { echo "build it first: cmake --build $BUILD --target fashion_mnist" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 CI=1
 work=$(mktemp -d "${TMPDIR:-/tmp}/strata_stop_latency_XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-config() {  # layout output_dir
+config() {  # layout output_dir [extra LossNotDecreasing parameters]
   local mp=''
   [ "$1" = pipeline ] && mp='"modelparallel": {"enabled": true, "partitions": 2, "microbatches": 4, "pipeline": "interleaved"},'
   cat <<JSON
 {"output_dir": "$2", $mp
  "debugger": {"include_workers": "all", "collections": [{"name": "losses", "save_interval": 1}]},
- "rules": [{"name": "LossNotDecreasing", "parameters": {"num_steps": 10}, "actions": ["StopTraining"]}]}
+ "rules": [{"name": "LossNotDecreasing", "parameters": {"num_steps": 10 ${3:-}}, "actions": ["StopTraining"]}]}
 JSON
 }
 
@@ -71,18 +77,48 @@ print(f"{layout:<9} {rep:>3} {k:>6} {S:>6} {S - 1 - k:>9} {latency_ms:>10.1f} {s
 PY
   done
 done | tee "$work/rows.txt"
+
+# The engine's cost over a healthy run: no issue, no stop, COST_STEPS steps.
+printf "%-9s %6s %11s %14s %20s %21s\n" layout steps step_ms engine_us/step first_evaluation_us after_first_us/step
+for layout in dp pipeline; do
+  dir="$work/$layout-healthy"
+  config "$layout" "$dir" ', "smoothing": "mean", "smoothing_window": 20' >"$work/$layout-healthy.json"
+  mpirun -n 2 "$BIN" --config "$work/$layout-healthy.json" --seed 3 --max-steps "$COST_STEPS" >"$dir.log" 2>&1 ||
+    { cat "$dir.log" >&2; exit 1; }
+  if grep -q "StopTraining:" "$dir.log"; then echo "$layout: the healthy run was stopped (see $dir.log)" >&2; exit 1; fi
+  python3 - "$dir" "$layout" <<'PY'
+import glob, json, statistics, sys
+run, layout = sys.argv[1:3]
+durs = []
+for f in glob.glob(f"{run}/profiler-output/steps/*_steps.jsonl"):
+    for line in open(f):
+        try:
+            durs.append(json.loads(line)["dur_us"])
+        except (ValueError, KeyError):
+            continue
+online = [json.load(open(f)) for f in glob.glob(f"{run}/rule-output/online/*.json")]
+worst = max(online, key=lambda o: o["engine_cpu_per_step_us"])
+steps = max(o["steps_evaluated"] for o in online)
+print(f"{layout + '-cost':<9} {steps:>6} {statistics.median(durs) / 1000:>11.2f} {worst['engine_cpu_per_step_us']:>14.1f}"
+      f" {worst['engine_cpu_first_evaluation_us']:>20.1f} {max(o['engine_cpu_per_step_after_first_us'] for o in online):>21.1f}")
+PY
+done | tee -a "$work/rows.txt"
 python3 - "$work/rows.txt" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.split() and l.split()[0] in ("dp", "pipeline")]
+rows_cost = [l.split() for l in open(sys.argv[1]) if l.split() and l.split()[0].endswith("-cost")]
 worst = 0
 for layout in ("dp", "pipeline"):
     rs = [r for r in rows if r[0] == layout]
     lat = max(int(r[4]) for r in rs)
     worst = max(worst, lat)
     ms = max(float(r[5]) for r in rs)
-    cost = statistics.median(float(r[7]) / (float(r[6]) * 1000) * 100 for r in rs)
     print(f"# stop latency steps LossNotDecreasing {layout}: {lat}")
     print(f"# stop latency ms LossNotDecreasing {layout}: {ms:.1f}")
-    print(f"# online engine cost per step pct {layout}: {cost:.3f}")
+for layout in ("dp", "pipeline"):
+    c = next(r for r in rows_cost if r[0] == layout + "-cost")
+    step_us = float(c[2]) * 1000
+    print(f"# online engine cost per step pct {layout}: {float(c[3]) / step_us * 100:.3f}")
+    print(f"# online engine cost per step after first pct {layout}: {float(c[5]) / step_us * 100:.3f}")
 print(f"# stop latency steps LossNotDecreasing: {worst}")
 PY

@@ -137,6 +137,10 @@ void OnlineEngine::evaluate() {
     record(findings);
     std::lock_guard<std::mutex> lock(mu_);
     if (steps > 0) {
+      if (stats_.stepsEvaluated == 0) {
+        stats_.firstEvaluationCpuSec = cpu;
+        stats_.firstEvaluationSteps = static_cast<int64_t>(steps);
+      }
       stats_.stepsEvaluated += static_cast<int64_t>(steps);
       stats_.cpuSec += cpu;
       stats_.maxStepCpuSec = std::max(stats_.maxStepCpuSec, cpu / static_cast<double>(steps));
@@ -162,6 +166,14 @@ void OnlineEngine::record(const std::vector<Finding>& findings) {
   }
 }
 
+namespace {
+// CPU per step once the first evaluation's one-time costs are paid (0 without later steps).
+double steadyCpuPerStepUs(const OnlineEngine::Stats& s) {
+  const int64_t later = s.stepsEvaluated - s.firstEvaluationSteps;
+  return later > 0 ? (s.cpuSec - s.firstEvaluationCpuSec) / static_cast<double>(later) * 1e6 : 0.0;
+}
+}  // namespace
+
 void OnlineEngine::writeStats() const {
   if (options_.runDir.empty()) return;
   const Stats s = stats();
@@ -174,6 +186,9 @@ void OnlineEngine::writeStats() const {
       {"engine_cpu_s", s.cpuSec},
       {"engine_cpu_per_step_us", s.stepsEvaluated > 0 ? s.cpuSec / static_cast<double>(s.stepsEvaluated) * 1e6 : 0.0},
       {"engine_cpu_max_step_us", s.maxStepCpuSec * 1e6},
+      {"engine_cpu_first_evaluation_us", s.firstEvaluationCpuSec * 1e6},
+      {"first_evaluation_steps", s.firstEvaluationSteps},
+      {"engine_cpu_per_step_after_first_us", steadyCpuPerStepUs(s)},
       {"tap_tensors", s.feed.tensors},
       {"tap_scalars", s.feed.scalars},
       {"tap_steps", s.feed.steps},

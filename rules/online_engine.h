@@ -71,6 +71,10 @@ class OnlineEngine {
     int64_t findings = 0;
     double cpuSec = 0;          // the thread's CPU time spent evaluating steps
     double maxStepCpuSec = 0;   // the largest per-step share of one evaluation
+    // The first evaluation that saw steps pays one-time costs (regexes compiled, rules'
+    // state allocated): kept apart so the steady per-step cost is visible in short runs.
+    double firstEvaluationCpuSec = 0;
+    int64_t firstEvaluationSteps = 0;
     StepFeed::Stats feed;
   };
   Stats stats() const;

@@ -200,6 +200,12 @@ TEST(InProcessRules, VerdictsEqualStrataRulesOnTheFiles) {
   const json stats = json::parse(in);
   EXPECT_EQ(stats["steps_evaluated"], 24);  // every step: due (even) or with a scalar (odd)
   EXPECT_EQ(stats["findings"].get<int64_t>(), static_cast<int64_t>(got.size()));
+  // The first evaluation's one-time cost is split out: total = first + later steps x steady.
+  const int64_t firstSteps = stats["first_evaluation_steps"].get<int64_t>();
+  ASSERT_GE(firstSteps, 1);
+  EXPECT_NEAR(stats["engine_cpu_first_evaluation_us"].get<double>() +
+                  static_cast<double>(24 - firstSteps) * stats["engine_cpu_per_step_after_first_us"].get<double>(),
+              stats["engine_cpu_s"].get<double>() * 1e6, 1e-3);
 }
 
 config::JobConfig jobConfig(const std::string& json) { return config::parseJobConfig(json, "test"); }
