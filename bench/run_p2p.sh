@@ -21,4 +21,4 @@ for i in $(seq 1 "$RUNS"); do
   echo "== run $i"
   mpirun --allow-run-as-root --oversubscribe -np 2 "$BIN" --min 4K --max 64M "$@" 2>&1 | tee "$OUT/np2_run$i.txt"
 done
-grep -h "^# p2p" "$OUT"/np2_run*.txt
+grep -h "^# p2p " "$OUT"/np2_run*.txt
