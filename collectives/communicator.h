@@ -88,7 +88,8 @@ class Communicator {
   bool failed() const { return failed_.load(); }
   // Whether it failed because a peer died or a link broke (not a mismatch or a time-out):
   // then some rank may never reach a job-wide barrier again (see strata::finalize).
-  bool lostPeer() const { return failed_.load() && lostPeer_; }
+  // A point-to-point wait that ended in a NetworkError counts too.
+  bool lostPeer() const { return (failed_.load() && lostPeer_) || p2pPeerLost_->load(); }
 
   // `enqueued`: the flight record made when the call was queued (flightEnqueued), which
   // the call takes over when it runs; none for a call made at once.
@@ -193,7 +194,9 @@ class Communicator {
   Scratch scratch_, packed_;
   flight::Recorder* flight_ = nullptr;  // opts_.flight, unless a benchmark turned it off
   uint32_t flightGroup_ = 0;
-  std::shared_ptr<FlightP2pShared> flightP2p_;  // shared with the recorded ops, which may outlive us
+  std::shared_ptr<FlightP2pShared> flightP2p_;
+  // Set by a point-to-point op whose wait failed with a NetworkError (the ops may outlive us).
+  std::shared_ptr<std::atomic<bool>> p2pPeerLost_ = std::make_shared<std::atomic<bool>>(false);  // shared with the recorded ops, which may outlive us
   SharedRegistry shared_;
 };
 

@@ -308,7 +308,7 @@ bool arriveAt(RuntimeState& s, const std::string& key) {
   try {
     // After a failure some rank (perhaps the store's host, rank 0) may be gone: neither
     // wait for it nor talk to a store that may have died with it.
-    if (s.world->communicator().failed()) return false;
+    if (s.world->communicator().failed() || s.world->communicator().lostPeer()) return false;
     s.store->add("finalize/" + key, 1);
     if (s.launch.rank != 0) return true;
     const auto deadline = std::chrono::steady_clock::now() + std::min(kFinalizeWait, s.commOptions.timeout);
