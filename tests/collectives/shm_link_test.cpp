@@ -49,7 +49,8 @@ TEST(P2pLinkPlan, ForcedTcpOrNoShmDomainMeansTcpEverywhere) {
 
 TEST(P2pLinkPlan, RingBytesFollowTheBudgetAndThePage) {
   EXPECT_EQ(p2pRingBytes(2, 0), kP2pRingMaxBytes);
-  EXPECT_EQ(p2pRingBytes(5, 0), kP2pRingMaxBytes);  // 4 peers x 4 MiB = the budget
+  EXPECT_EQ(p2pRingBytes(5, 0), kP2pRingMaxBytes);  // 4 peers x the largest ring = the budget
+  static_assert(4 * kP2pRingMaxBytes == kP2pRingBudgetBytes, "the case above sits on the boundary");
   EXPECT_EQ(p2pRingBytes(9, 0), kP2pRingBudgetBytes / 8);
   EXPECT_EQ(p2pRingBytes(1000, 0), kP2pRingMinBytes);
   EXPECT_EQ(p2pRingBytes(2, 100000), size_t{98304});  // rounded down to pages
