@@ -8,6 +8,7 @@
 #include "collectives/shm_algorithms.h"
 #include "collectives/shm_direct.h"
 #include "collectives/shm_domain.h"
+#include "collectives/shm_link.h"
 #include "core/errors.h"
 #include "core/logging.h"
 
@@ -100,9 +101,24 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<bootstrap::St
       cross.memberRanks.push_back(r);
     }
   }
+  c->connectP2p(peers);
   STRATA_LOG(kInfo, kInit, "group ", t.describe(), " shm=", c->shm_ ? "on" : "off",
-             " tcp_connections=", c->conns_.empty() ? 0 : t.worldSize - 1);
+             " tcp_connections=", c->conns_.empty() ? 0 : t.worldSize - 1, " p2p_shm_links=",
+             std::count(c->p2pLinks_.begin(), c->p2pLinks_.end(), P2pLinkKind::kShm));
   return c;
+}
+
+// Shared-memory links to the ranks of this host (collective over them), TCP to the others.
+void Communicator::connectP2p(const std::vector<transport::PeerInfo>& peers) {
+  p2pLinks_ = chooseP2pLinks(topo_, shm_ != nullptr, opts_.p2pTransport);
+  if (std::find(p2pLinks_.begin(), p2pLinks_.end(), P2pLinkKind::kShm) == p2pLinks_.end()) return;
+  std::vector<pid_t> pids;
+  for (int r : topo_.localRanks) pids.push_back(peers[r].pid);
+  const int localSize = static_cast<int>(topo_.localRanks.size());
+  shmLinks_ = std::make_unique<ShmLinkSet>(*shm_, topo_.localRanks, pids, p2pRingBytes(localSize, opts_.p2pRingBytes));
+  shmConns_.resize(p2pLinks_.size());
+  for (int r = 0; r < topo_.worldSize; ++r)
+    if (p2pLinks_[r] == P2pLinkKind::kShm) shmConns_[r] = shmLinks_->connection(r);
 }
 
 TopologySummary Communicator::summary() const {
@@ -230,6 +246,8 @@ std::string messageOf(std::exception_ptr error) {
 
 void Communicator::closeConnections(const std::string& why, transport::CloseReason reason) {
   for (auto& conn : conns_)
+    if (conn) conn->close(why, reason);
+  for (auto& conn : shmConns_)
     if (conn) conn->close(why, reason);
 }
 
@@ -422,7 +440,8 @@ flight::Ticket Communicator::startP2p(flight::Op kind, size_t numBytes, int peer
   const char* toOrFrom = kind == flight::Op::kSend ? "send to" : "recv from";
   STRATA_CHECK(peer >= 0 && peer < topo_.worldSize && peer != topo_.rank, toOrFrom, " invalid peer ", peer,
                " (group of ", topo_.worldSize, ", self ", topo_.rank, ")");
-  STRATA_CHECK(!conns_.empty(), "point-to-point needs TCP connections, which this group was built without");
+  STRATA_CHECK(p2pLinks_[peer] == P2pLinkKind::kShm || !conns_.empty(), "point-to-point to rank ", peer,
+               " needs a TCP connection, which this group was built without");
   if (failed_.load()) STRATA_THROW(NetworkError, toOrFrom, " rank ", peer, ": the group failed earlier: ", failure_);
   return flightP2p(kind, numBytes, peer, tag);
 }
@@ -430,13 +449,13 @@ flight::Ticket Communicator::startP2p(flight::Op kind, size_t numBytes, int peer
 std::unique_ptr<transport::PendingOp> Communicator::postSend(const void* data, size_t numBytes, int peer,
                                                              uint64_t tag) {
   const flight::Ticket ticket = startP2p(flight::Op::kSend, numBytes, peer, tag);
-  return wrapP2p(conns_[peer]->postSend(data, numBytes, tag), ticket, flight::Op::kSend, numBytes, peer, tag);
+  return wrapP2p(p2pConnection(peer).postSend(data, numBytes, tag), ticket, flight::Op::kSend, numBytes, peer, tag);
 }
 
 std::unique_ptr<transport::PendingOp> Communicator::postRecv(void* data, size_t numBytes, int peer,
                                                              uint64_t tag) {
   const flight::Ticket ticket = startP2p(flight::Op::kRecv, numBytes, peer, tag);
-  return wrapP2p(conns_[peer]->postRecv(data, numBytes, tag), ticket, flight::Op::kRecv, numBytes, peer, tag);
+  return wrapP2p(p2pConnection(peer).postRecv(data, numBytes, tag), ticket, flight::Op::kRecv, numBytes, peer, tag);
 }
 
 }  // namespace strata::collectives

@@ -16,6 +16,7 @@
 #include "bootstrap/store.h"
 #include "collectives/cost_model.h"
 #include "collectives/flight_recorder.h"
+#include "collectives/p2p_link_plan.h"
 #include "collectives/shared_buffers.h"
 #include "collectives/signature.h"
 #include "collectives/tcp_algorithms.h"
@@ -25,6 +26,7 @@
 namespace strata::collectives {
 
 class ShmDomain;
+class ShmLinkSet;
 struct FlightP2pShared;  // communicator_flight.cpp
 
 struct CommOptions {
@@ -40,6 +42,10 @@ struct CommOptions {
   std::string advertiseHost;           // address peers use to reach this rank's TCP listener
   std::string bindHost;                // address the TCP listener binds; empty: all interfaces
   bool connectTcp = true;              // false: shared memory only (single host)
+  // Point-to-point links (p2p_link_plan.h): "auto" (shared memory to ranks of this host,
+  // TCP to the others) or "tcp" (TCP to every peer); STRATA_P2P_TRANSPORT.
+  std::string p2pTransport = "auto";
+  size_t p2pRingBytes = 0;  // 0: p2pRingBytes() for this host's ranks (STRATA_P2P_RING_BYTES)
   // The flight recorder (null: nothing is recorded) and how the group appears in it: a
   // name equal on every member and the members' world ranks (empty: 0..size-1).
   std::shared_ptr<flight::Recorder> flight;
@@ -82,7 +88,8 @@ class Communicator {
   bool failed() const { return failed_.load(); }
   // Whether it failed because a peer died or a link broke (not a mismatch or a time-out):
   // then some rank may never reach a job-wide barrier again (see strata::finalize).
-  bool lostPeer() const { return failed_.load() && lostPeer_; }
+  // A point-to-point wait that ended in a NetworkError counts too.
+  bool lostPeer() const { return (failed_.load() && lostPeer_) || p2pPeerLost_->load(); }
 
   // `enqueued`: the flight record made when the call was queued (flightEnqueued), which
   // the call takes over when it runs; none for a call made at once.
@@ -104,10 +111,23 @@ class Communicator {
   // Records a collective queued to run later (sequence number not yet known). Thread-safe.
   flight::Ticket flightEnqueued(CollKind kind, size_t count, DType dtype, ReduceOp op, int root);
 
-  // Tagged point-to-point over the TCP connection to `peer` (ordered per peer pair). Each
-  // is a flight record, completed or failed when the returned op's wait() ends.
+  // Tagged point-to-point over the link to `peer` (ordered per peer pair): shared memory
+  // to a rank of this host, TCP to another host (p2pLink). Each is a flight record,
+  // completed or failed when the returned op's wait() ends.
   std::unique_ptr<transport::PendingOp> postSend(const void* data, size_t numBytes, int peer, uint64_t tag);
   std::unique_ptr<transport::PendingOp> postRecv(void* data, size_t numBytes, int peer, uint64_t tag);
+
+  // Which link carries point-to-point messages to group rank `peer` (kNone for self).
+  P2pLinkKind p2pLink(int peer) const {
+    return peer >= 0 && peer < static_cast<int>(p2pLinks_.size()) ? p2pLinks_[peer] : P2pLinkKind::kNone;
+  }
+
+  // Benchmarks: the link of one kind to `peer` whatever p2pLink chose (null when the group
+  // has none: no TCP mesh, or `peer` not on this host for kShm).
+  transport::Connection* TEST_p2pConnection(int peer, P2pLinkKind kind) {
+    auto& conns = kind == P2pLinkKind::kShm ? shmConns_ : conns_;
+    return peer >= 0 && peer < static_cast<int>(conns.size()) ? conns[peer].get() : nullptr;
+  }
 
   // The TCP connection to group rank `peer`; null for self or without TCP (tests, logs).
   const transport::Connection* connection(int peer) const {
@@ -147,6 +167,10 @@ class Communicator {
   // rethrow, as the first failing rank's error when another rank failed first.
   [[noreturn]] void failAndRethrow(const CollSignature& sig, std::exception_ptr error);
   void closeConnections(const std::string& why, transport::CloseReason reason);
+  void connectP2p(const std::vector<transport::PeerInfo>& peers);
+  transport::Connection& p2pConnection(int peer) {
+    return p2pLinks_[peer] == P2pLinkKind::kShm ? *shmConns_[peer] : *conns_[peer];
+  }
   bool useShmOnly() const;
   TopologySummary summary() const;
   LinkSet allLinks();
@@ -157,6 +181,9 @@ class Communicator {
   std::unique_ptr<ShmDomain> shm_;
   std::unique_ptr<transport::Transport> tcp_;
   std::vector<std::unique_ptr<transport::Connection>> conns_;  // by group rank; null for self
+  std::vector<P2pLinkKind> p2pLinks_;                          // by group rank
+  std::unique_ptr<ShmLinkSet> shmLinks_;                       // declared before its connections
+  std::vector<std::unique_ptr<transport::Connection>> shmConns_;  // by group rank; null unless kShm
   LinkSet crossLinks_;
   uint64_t seq_ = 0;
   std::atomic<bool> failed_{false};
@@ -171,6 +198,9 @@ class Communicator {
   // no atomic to claim a slot. 0: the shared lane (every lane taken).
   uint32_t flightLane_ = 0;
   std::shared_ptr<FlightP2pShared> flightP2p_;  // shared with the recorded ops, which may outlive us
+  // Set by a point-to-point op whose wait failed with a NetworkError (shared with the ops,
+  // which may outlive us).
+  std::shared_ptr<std::atomic<bool>> p2pPeerLost_ = std::make_shared<std::atomic<bool>>(false);
   SharedRegistry shared_;
 };
 

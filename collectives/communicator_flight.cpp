@@ -80,6 +80,27 @@ class RecordedOp final : public transport::PendingOp {
   Desc desc_;
 };
 
+// Marks the group's peer as lost when a wait ends in a NetworkError (a dead or vanished
+// peer), so finalize does not wait for a rank that will never arrive (Communicator::lostPeer).
+class PeerLossOp final : public transport::PendingOp {
+ public:
+  PeerLossOp(std::unique_ptr<transport::PendingOp> op, std::shared_ptr<std::atomic<bool>> lost)
+      : op_(std::move(op)), lost_(std::move(lost)) {}
+  void wait(std::chrono::milliseconds timeout) override {
+    try {
+      op_->wait(timeout);
+    } catch (const NetworkError&) {
+      lost_->store(true);
+      throw;
+    }
+  }
+  bool done() override { return op_->done(); }
+
+ private:
+  std::unique_ptr<transport::PendingOp> op_;
+  std::shared_ptr<std::atomic<bool>> lost_;
+};
+
 }  // namespace
 
 void Communicator::joinFlightRecorder() {
@@ -134,6 +155,7 @@ flight::Ticket Communicator::flightP2p(flight::Op kind, size_t numBytes, int pee
 std::unique_ptr<transport::PendingOp> Communicator::wrapP2p(std::unique_ptr<transport::PendingOp> op,
                                                             flight::Ticket ticket, flight::Op kind,
                                                             size_t numBytes, int peer, uint64_t tag) {
+  op = std::make_unique<PeerLossOp>(std::move(op), p2pPeerLost_);
   if (ticket.id == 0) return op;
   const RecordedOp::Desc desc{kind, flightP2p_->worldRanks[peer], numBytes, tag};
   return std::make_unique<RecordedOp>(std::move(op), flightP2p_, ticket, desc);

@@ -95,11 +95,16 @@ std::shared_ptr<SharedRegion> SharedRegion::createShared(ShmDomain& d, uint64_t 
     const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     STRATA_CHECK_NET(fd >= 0, "allocate_shared: shm_open(", name, ") failed: ", std::strerror(errno));
     guard.arm();
-    if (ftruncate(fd, static_cast<off_t>(r->mappedBytes_)) != 0) {
-      const int err = errno;
+    // Reserve the pages now (posix_fallocate): on a full /dev/shm the first touch of a page
+    // would otherwise be a SIGBUS. The peers, waiting in syncAll, fail at once with our reason.
+    int err = ftruncate(fd, static_cast<off_t>(r->mappedBytes_)) != 0 ? errno : 0;
+    if (err == 0) err = posix_fallocate(fd, 0, static_cast<off_t>(r->mappedBytes_));
+    if (err != 0) {
       close(fd);
-      STRATA_THROW(NetworkError, "allocate_shared: ftruncate of ", name, " to ", r->mappedBytes_,
-                   " bytes failed: ", std::strerror(err), " (is /dev/shm large enough?)");
+      const std::string why = c10::str("allocate_shared: reserving ", r->mappedBytes_, " bytes of ", name,
+                                       " failed: ", std::strerror(err), " (is /dev/shm large enough?)");
+      d.abort(-1, why);
+      STRATA_THROW(NetworkError, why);
     }
     r->map(fd);
   }

@@ -214,6 +214,9 @@ void applyEnvironmentOverrides(RuntimeState& s, const InitOptions& options) {
   if (options.timeout.count() > 0) o.timeout = options.timeout;
   o.transport = env::getString("STRATA_TRANSPORT", c.transport, {"auto", "shm", "tcp"});
   if (!options.transport.empty()) o.transport = options.transport;
+  // Point-to-point (pipeline stage links): "tcp" forces TCP between ranks of one host too.
+  o.p2pTransport = env::getString("STRATA_P2P_TRANSPORT", "auto", {"auto", "tcp"});
+  o.p2pRingBytes = static_cast<size_t>(env::getInt("STRATA_P2P_RING_BYTES", 0, 0, int64_t{1} << 32));
   o.allreduceAlgo = env::getString("STRATA_ALLREDUCE_ALGO", c.allreduceAlgo, collectives::algoNames());
   o.shmSlotBytes = static_cast<size_t>(env::getInt("STRATA_SHM_SLOT_BYTES", 1 << 20, 4096, kMaxSlotBytes));
   o.shmSpinsBeforeYield = static_cast<int>(env::getInt("STRATA_SHM_SPINS", -1, -1, 1 << 30));
@@ -305,7 +308,7 @@ bool arriveAt(RuntimeState& s, const std::string& key) {
   try {
     // After a failure some rank (perhaps the store's host, rank 0) may be gone: neither
     // wait for it nor talk to a store that may have died with it.
-    if (s.world->communicator().failed()) return false;
+    if (s.world->communicator().failed() || s.world->communicator().lostPeer()) return false;
     s.store->add("finalize/" + key, 1);
     if (s.launch.rank != 0) return true;
     const auto deadline = std::chrono::steady_clock::now() + std::min(kFinalizeWait, s.commOptions.timeout);

@@ -31,5 +31,14 @@ run() {
 }
 
 run stages_on_two_hosts 1 2 'PipelineFidelity.SimpleSchedule*:PipelineFidelity.InterleavedSchedule*'
+# Stages on different hosts talk over TCP: no group of that run has a shared-memory link
+# (the communicator logs p2p_shm_links per group at info level).
+for r in 0 1; do
+  grep -q "p2p_shm_links=0" "$LOGS/stages_on_two_hosts/rank$r.log" ||
+    fail "stages_on_two_hosts: rank $r logged no group with p2p_shm_links=0"
+  if grep -q "p2p_shm_links=[1-9]" "$LOGS/stages_on_two_hosts/rank$r.log"; then
+    fail "stages_on_two_hosts: rank $r has a shared-memory link to a rank of another host"
+  fi
+done
 run hybrid_2x2 2 2 'PipelineFidelity.SimpleSchedule*:PipelineFidelity.SpreadPlacement*'
 echo PASS

@@ -2,6 +2,9 @@
 // value; manual partitions; local state; the layout helpers.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
+#include "collectives/communicator.h"
 #include "pp/pp_testing.h"
 
 namespace strata::testing {
@@ -11,6 +14,21 @@ std::string mpConfig(const std::string& extra) {
   const bool hybrid = strata::size() > 2;
   return std::string(R"({"enabled": true, "partitions": 2, "microbatches": 4, "ddp": )") +
          (hybrid ? "true" : "false") + extra + "}";
+}
+
+// The stage links these tests run over: shared memory between ranks of one host, TCP between
+// hosts or when STRATA_P2P_TRANSPORT=tcp (pp_mpi_tcp_np2), so each registration covers the
+// link it claims to.
+TEST(PipelineLinks, ShmOnOneHostUnlessTcpIsForced) {
+  auto& comm = strata::world().communicator();
+  const char* forced = std::getenv("STRATA_P2P_TRANSPORT");
+  const bool tcp = forced != nullptr && std::string(forced) == "tcp";
+  for (int peer = 0; peer < comm.size(); ++peer) {
+    if (peer == comm.rank()) continue;
+    const bool sameHost = comm.topology().hostOf[peer] == comm.topology().hostOf[comm.rank()];
+    EXPECT_EQ(comm.p2pLink(peer), sameHost && !tcp ? collectives::P2pLinkKind::kShm : collectives::P2pLinkKind::kTcp)
+        << "peer " << peer;
+  }
 }
 
 TEST(PipelineBadInput, MorePartitionsThanLayers) {

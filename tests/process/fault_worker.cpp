@@ -18,7 +18,9 @@
 //   loop     allreduce --count floats --iters times (or until --seconds), checking every
 //            result; rank --victim raises SIGKILL before iteration --kill-at. With
 //            --buffer shared the floats live in a Group::allocateShared buffer (the
-//            zero-copy path); --buffer private (default) in ordinary memory.
+//            zero-copy path); --buffer private (default) in ordinary memory. With
+//            --op p2p each iteration is a ring exchange instead (isend --count floats to
+//            the next rank, receive from the previous one, check them): the stage links.
 //   absent   one allreduce; rank --absent does not call it: --absent-how exit (returns
 //            0 at once) or sleep (sleeps --sleep-ms first)
 #include <signal.h>
@@ -53,6 +55,7 @@ struct Options {
   std::string absentHow = "exit";
   long sleepMs = 0;
   std::string buffer = "private";
+  std::string op = "allreduce";
 };
 
 void say(const char* format, ...) __attribute__((format(printf, 1, 2)));
@@ -102,6 +105,8 @@ Options parse(int argc, char** argv) {
       o.sleepMs = std::stol(value());
     } else if (arg == "--buffer") {
       o.buffer = value();
+    } else if (arg == "--op") {
+      o.op = value();
     } else {
       usage("unknown argument " + arg);
     }
@@ -109,6 +114,7 @@ Options parse(int argc, char** argv) {
   if (o.mode != "init" && o.mode != "loop" && o.mode != "absent") usage("unknown --mode " + o.mode);
   if (o.absentHow != "exit" && o.absentHow != "sleep") usage("--absent-how is exit or sleep");
   if (o.buffer != "private" && o.buffer != "shared") usage("--buffer is private or shared");
+  if (o.op != "allreduce" && o.op != "p2p") usage("--op is allreduce or p2p");
   return o;
 }
 
@@ -148,6 +154,30 @@ void allreduceChecked(float* data, size_t count, long iteration) {
   }
 }
 
+// One ring exchange over the point-to-point links: `data` to the next rank, the previous
+// rank's values (tagged with the iteration) checked.
+void exchangeChecked(float* data, size_t count, long iteration) {
+  const int n = strata::size(), rank = strata::rank();
+  const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  static std::vector<float> got;
+  got.assign(count, -1.0f);
+  for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(rank * 1000 + (i % 7) + iteration % 5);
+  currentIteration = iteration;
+  collectiveStart = Clock::now();
+  const auto tag = static_cast<uint64_t>(iteration);
+  auto send = strata::world().isend(data, count * sizeof(float), next, tag);
+  strata::world().irecv(got.data(), count * sizeof(float), prev, tag)->wait();
+  send->wait();
+  for (size_t i = 0; i < count; ++i) {
+    const float want = static_cast<float>(prev * 1000 + (i % 7) + iteration % 5);
+    if (got[i] != want) {
+      say("wrong message at iteration %ld element %zu: %g, want %g", iteration, i, got[i], want);
+      std::fflush(stdout);
+      std::_Exit(1);
+    }
+  }
+}
+
 int runScenario(const Options& o) {
   const int rank = strata::rank();
   say("ready rank=%d size=%d pid=%d", rank, strata::size(), static_cast<int>(getpid()));
@@ -170,7 +200,11 @@ int runScenario(const Options& o) {
         raise(SIGKILL);
       }
       if (o.seconds > 0 && std::chrono::duration<double>(Clock::now() - start).count() > o.seconds) break;
-      allreduceChecked(data, o.count, i);
+      if (o.op == "p2p") {
+        exchangeChecked(data, o.count, i);
+      } else {
+        allreduceChecked(data, o.count, i);
+      }
     }
     say("done iterations=%ld", i);
   } else if (o.mode == "absent") {

@@ -67,6 +67,10 @@ INSTANTIATE_TEST_SUITE_P(
                                4,
                                1,
                                {"STRATA_TRANSPORT=tcp", "STRATA_ALLREDUCE_ALGO=tcp_ring"}},
+                      // Point-to-point ring exchanges (the pipeline's stage links): shared
+                      // memory between ranks of one host, and TCP forced.
+                      KillCase{"p2p_shm_2ranks", 2, 1, {}, {"--op", "p2p", "--count", "100000"}},
+                      KillCase{"p2p_tcp_2ranks", 2, 1, {"STRATA_P2P_TRANSPORT=tcp"}, {"--op", "p2p", "--count", "100000"}},
                       // The zero-copy AllReduce over a shared buffer.
                       KillCase{"shm_direct_3ranks", 3, 1, {"STRATA_TRANSPORT=shm"}, {"--count", "100000", "--buffer", "shared"}},
                       KillCase{"hierarchical_direct_4ranks",

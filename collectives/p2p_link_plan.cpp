@@ -1,0 +1,79 @@
+#include "collectives/p2p_link_plan.h"
+
+#include <algorithm>
+
+#include "collectives/communicator.h"
+#include "core/errors.h"
+
+namespace strata::collectives {
+namespace {
+
+constexpr size_t kRingPageBytes = 4096;
+
+}  // namespace
+
+const char* p2pLinkName(P2pLinkKind kind) {
+  switch (kind) {
+    case P2pLinkKind::kShm: return "shm";
+    case P2pLinkKind::kTcp: return "tcp";
+    case P2pLinkKind::kNone: break;
+  }
+  return "none";
+}
+
+std::vector<P2pLinkKind> chooseP2pLinks(const GroupTopology& topo, bool shmAvailable, const std::string& p2pTransport) {
+  STRATA_CHECK_WITH(ConfigError, p2pTransport == "auto" || p2pTransport == "tcp", "p2p transport \"", p2pTransport,
+                    "\" (STRATA_P2P_TRANSPORT) is not one of \"auto\", \"tcp\"");
+  const bool shm = shmAvailable && p2pTransport == "auto";
+  std::vector<P2pLinkKind> links(static_cast<size_t>(topo.worldSize), P2pLinkKind::kTcp);
+  for (int r = 0; r < topo.worldSize; ++r) {
+    if (r == topo.rank) {
+      links[r] = P2pLinkKind::kNone;
+    } else if (shm && topo.hostOf[r] == topo.hostOf[topo.rank]) {
+      links[r] = P2pLinkKind::kShm;
+    }
+  }
+  return links;
+}
+
+size_t p2pRingBytes(int localSize, size_t requested) {
+  size_t bytes = requested;
+  if (bytes == 0) {
+    const size_t peers = static_cast<size_t>(std::max(1, localSize - 1));
+    bytes = std::min(kP2pRingMaxBytes, kP2pRingBudgetBytes / peers);
+  }
+  bytes = std::max(bytes, kP2pRingMinBytes);
+  return bytes / kRingPageBytes * kRingPageBytes;
+}
+
+size_t p2pChunkBytes(size_t ringBytes) { return std::max<size_t>(ringBytes / 4, 1); }
+
+std::array<RingPiece, 2> ringPieces(uint64_t position, size_t count, size_t ringBytes) {
+  const size_t offset = static_cast<size_t>(position % ringBytes);
+  const size_t first = std::min(count, ringBytes - offset);
+  return {RingPiece{offset, first}, RingPiece{0, count - first}};
+}
+
+size_t bytesToProduce(size_t left, uint64_t head, uint64_t tail, size_t ringBytes, size_t chunkBytes) {
+  const size_t used = static_cast<size_t>(head - tail);
+  const size_t free = used < ringBytes ? ringBytes - used : 0;
+  return std::min({left, free, chunkBytes});
+}
+
+size_t bytesToConsume(size_t left, uint64_t head, uint64_t tail, size_t chunkBytes) {
+  return std::min({left, static_cast<size_t>(head - tail), chunkBytes});
+}
+
+std::vector<size_t> chunkPlan(size_t messageBytes, size_t ringBytes) {
+  std::vector<size_t> chunks;
+  const size_t chunk = p2pChunkBytes(ringBytes);
+  for (size_t done = 0; done < messageBytes;) {
+    // The consumer has taken everything produced so far (tail == head).
+    const size_t n = bytesToProduce(messageBytes - done, done, done, ringBytes, chunk);
+    chunks.push_back(n);
+    done += n;
+  }
+  return chunks;
+}
+
+}  // namespace strata::collectives

@@ -1,0 +1,65 @@
+// Pure decisions of the point-to-point links: which link carries the messages to each peer
+// (shared memory on one host, TCP between hosts), how big each shared-memory ring is, and
+// how a message's bytes are cut into the copies a ring allows (shm_link.h carries them out).
+//
+// Vocabulary: a *ring* is a single-producer/single-consumer byte stream of `ringBytes`
+// bytes in shared memory; the producer's *head* and the consumer's *tail* count the bytes
+// moved since the link was made (they never wrap; positions in the ring are modulo
+// ringBytes). A *chunk* is the bytes one copy moves before it is published to the peer.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata::collectives {
+
+struct GroupTopology;
+
+enum class P2pLinkKind : uint8_t { kNone, kShm, kTcp };
+const char* p2pLinkName(P2pLinkKind kind);
+
+// The link to every group rank (kNone for self): shared memory to ranks of this host when
+// `shmAvailable` (a shared-memory domain exists) and `p2pTransport` is "auto"; TCP to the
+// others, and to every peer when `p2pTransport` is "tcp" (STRATA_P2P_TRANSPORT).
+// Throws ConfigError on another value.
+std::vector<P2pLinkKind> chooseP2pLinks(const GroupTopology& topo, bool shmAvailable, const std::string& p2pTransport);
+
+// Bytes of each ring for `localSize` ranks on this host: `requested` when not 0, otherwise
+// as big as kP2pRingMaxBytes allows while a rank's rings (one per local peer) stay within
+// kP2pRingBudgetBytes; never below kP2pRingMinBytes; always a multiple of the page size.
+// 1 MiB: measured faster than 4 MiB for 1-4 MiB messages (p2p_bench: a 4 MiB message in
+// 285-520 us against 666-797 us), as the ring and its 256 KiB chunks stay in cache.
+constexpr size_t kP2pRingMaxBytes = size_t{1} << 20;
+constexpr size_t kP2pRingBudgetBytes = size_t{4} << 20;
+constexpr size_t kP2pRingMinBytes = size_t{64} << 10;
+size_t p2pRingBytes(int localSize, size_t requested);
+
+// Bytes one copy moves: a quarter of the ring, so the consumer copies one chunk out while
+// the producer copies the next in.
+size_t p2pChunkBytes(size_t ringBytes);
+
+// A contiguous piece of the ring: [offset, offset + length).
+struct RingPiece {
+  size_t offset = 0;
+  size_t length = 0;
+};
+// The at most two pieces the stream bytes [position, position + count) occupy in a ring
+// of ringBytes (count <= ringBytes): the second is non-empty when they wrap around.
+std::array<RingPiece, 2> ringPieces(uint64_t position, size_t count, size_t ringBytes);
+
+// How many bytes the producer may copy now: what is left of the message, bounded by the
+// free space (ringBytes - (head - tail)) and the chunk.
+size_t bytesToProduce(size_t left, uint64_t head, uint64_t tail, size_t ringBytes, size_t chunkBytes);
+// How many bytes the consumer may copy now: what is left, bounded by what has arrived
+// (head - tail) and the chunk.
+size_t bytesToConsume(size_t left, uint64_t head, uint64_t tail, size_t chunkBytes);
+
+// The copies of a whole message of `messageBytes` (header included) through an empty ring
+// whose consumer keeps up: chunk sizes in order (tests and docs; the link decides chunk
+// by chunk with bytesToProduce, as the consumer frees space).
+std::vector<size_t> chunkPlan(size_t messageBytes, size_t ringBytes);
+
+}  // namespace strata::collectives

@@ -1,0 +1,362 @@
+// Point-to-point links through shared memory (collectives/shm_link.h) and their pure
+// decisions (p2p_link_plan.h): the link chosen per peer, ring sizes and chunk plans; then
+// the link itself between ranks as threads, against the TCP connection's contract:
+// ordering and contents (a pattern per message), messages larger than the ring, eager
+// sends nobody waits on, tag/size mismatches reported on both sides, timeouts, close
+// reasons reaching the peer, a dead peer process, and sends and receives posted from
+// different threads at once.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <numeric>
+#include <thread>
+
+#include "bootstrap/store.h"
+#include "collectives/communicator.h"
+#include "collectives/p2p_link_plan.h"
+#include "collectives/shm_domain.h"
+#include "collectives/shm_link.h"
+#include "core/errors.h"
+#include "core/rank_tag.h"
+#include "testing/rank_harness.h"
+
+namespace strata::collectives {
+namespace {
+
+using transport::CloseReason;
+using transport::Connection;
+using namespace std::chrono_literals;
+
+// ----- pure decisions -----------------------------------------------------------------
+
+TEST(P2pLinkPlan, SameHostPeersGetShmOthersTcp) {
+  const GroupTopology t = buildTopology(1, {0, 0, 1, 1});
+  const auto links = chooseP2pLinks(t, true, "auto");
+  EXPECT_EQ(links, (std::vector<P2pLinkKind>{P2pLinkKind::kShm, P2pLinkKind::kNone, P2pLinkKind::kTcp,
+                                             P2pLinkKind::kTcp}));
+}
+
+TEST(P2pLinkPlan, ForcedTcpOrNoShmDomainMeansTcpEverywhere) {
+  const GroupTopology t = buildTopology(0, {0, 0, 0});
+  const std::vector<P2pLinkKind> tcp{P2pLinkKind::kNone, P2pLinkKind::kTcp, P2pLinkKind::kTcp};
+  EXPECT_EQ(chooseP2pLinks(t, true, "tcp"), tcp);
+  EXPECT_EQ(chooseP2pLinks(t, false, "auto"), tcp);
+  EXPECT_THROW(chooseP2pLinks(t, true, "shm"), ConfigError);
+}
+
+TEST(P2pLinkPlan, RingBytesFollowTheBudgetAndThePage) {
+  EXPECT_EQ(p2pRingBytes(2, 0), kP2pRingMaxBytes);
+  EXPECT_EQ(p2pRingBytes(5, 0), kP2pRingMaxBytes);  // 4 peers x the largest ring = the budget
+  static_assert(4 * kP2pRingMaxBytes == kP2pRingBudgetBytes, "the case above sits on the boundary");
+  EXPECT_EQ(p2pRingBytes(9, 0), kP2pRingBudgetBytes / 8);
+  EXPECT_EQ(p2pRingBytes(1000, 0), kP2pRingMinBytes);
+  EXPECT_EQ(p2pRingBytes(2, 100000), size_t{98304});  // rounded down to pages
+  EXPECT_EQ(p2pRingBytes(2, 10), kP2pRingMinBytes);
+}
+
+TEST(P2pLinkPlan, RingPiecesWrapAroundTheEnd) {
+  auto p = ringPieces(10, 5, 16);
+  EXPECT_EQ(p[0].offset, 10u);
+  EXPECT_EQ(p[0].length, 5u);
+  EXPECT_EQ(p[1].length, 0u);
+  p = ringPieces(16 * 3 + 12, 10, 16);
+  EXPECT_EQ(p[0].offset, 12u);
+  EXPECT_EQ(p[0].length, 4u);
+  EXPECT_EQ(p[1].offset, 0u);
+  EXPECT_EQ(p[1].length, 6u);
+}
+
+TEST(P2pLinkPlan, ProducerAndConsumerAreBoundedBySpaceDataAndChunk) {
+  EXPECT_EQ(bytesToProduce(100, 0, 0, 64, 16), 16u);
+  EXPECT_EQ(bytesToProduce(100, 60, 0, 64, 16), 4u);   // 4 bytes free
+  EXPECT_EQ(bytesToProduce(100, 64, 0, 64, 16), 0u);   // full
+  EXPECT_EQ(bytesToProduce(3, 10, 10, 64, 16), 3u);    // what is left
+  EXPECT_EQ(bytesToConsume(100, 70, 60, 16), 10u);     // what arrived
+  EXPECT_EQ(bytesToConsume(5, 70, 60, 16), 5u);
+  EXPECT_EQ(bytesToConsume(100, 60, 60, 16), 0u);
+}
+
+TEST(P2pLinkPlan, ChunkPlanCoversTheMessageInQuarterRings) {
+  for (size_t bytes : {size_t{0}, size_t{16}, size_t{1000}, size_t{4096}, size_t{10000}}) {
+    const auto chunks = chunkPlan(bytes, 4096);
+    EXPECT_EQ(std::accumulate(chunks.begin(), chunks.end(), size_t{0}), bytes);
+    EXPECT_EQ(chunks.size(), (bytes + 1023) / 1024) << bytes;
+    for (size_t c : chunks) EXPECT_LE(c, 1024u);
+  }
+}
+
+// ----- the link between ranks as threads ----------------------------------------------
+
+// Connections by peer rank (null at self) of `n` ranks on threads, over one host's domain.
+using LinkFn = std::function<void(int rank, std::vector<std::unique_ptr<Connection>>& byPeer)>;
+
+void runLinked(int n, size_t ringBytes, const LinkFn& fn, const std::vector<pid_t>& pids = {}) {
+  auto store = bootstrap::makeHashStore();
+  std::vector<int> ranks(static_cast<size_t>(n));
+  std::iota(ranks.begin(), ranks.end(), 0);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < n; ++rank) {
+    threads.emplace_back([&, rank] {
+      setThreadRankTag(rank, n);
+      try {
+        ShmDomainOptions o;
+        o.timeout = 20s;
+        auto domain = ShmDomain::create(*store, rank, ranks, o);
+        ShmLinkSet set(*domain, ranks, pids.empty() ? std::vector<pid_t>(ranks.size(), 0) : pids, ringBytes);
+        std::vector<std::unique_ptr<Connection>> byPeer(static_cast<size_t>(n));
+        for (int p = 0; p < n; ++p)
+          if (p != rank) byPeer[p] = set.connection(p);
+        fn(rank, byPeer);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "rank " << rank << " threw: " << e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+// Message i from rank `from`: bytes that differ per message, per position and per sender.
+std::vector<uint8_t> pattern(int from, int i, size_t bytes) {
+  std::vector<uint8_t> v(bytes);
+  for (size_t k = 0; k < bytes; ++k) v[k] = static_cast<uint8_t>(k * 31 + static_cast<size_t>(i) * 7 + from);
+  return v;
+}
+
+constexpr size_t kSmallRing = 64 << 10;
+
+TEST(ShmLink, MessagesArriveInOrderWithTheirBytesIncludingLargerThanTheRing) {
+  const std::vector<size_t> sizes = {0, 1, 17, 4096, kSmallRing - 16, kSmallRing, kSmallRing + 1, 1 << 20, 3 << 20};
+  runLinked(2, kSmallRing, [&](int rank, auto& byPeer) {
+    Connection& c = *byPeer[1 - rank];
+    for (int round = 0; round < 2; ++round) {  // both ways: rank 0 sends first, then rank 1
+      const bool sending = rank == round;
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        const auto expected = pattern(round, static_cast<int>(i), sizes[i]);
+        if (sending) {
+          c.postSend(expected.data(), expected.size(), 100 + i)->wait(20s);
+        } else {
+          std::vector<uint8_t> got(sizes[i], 0xEE);
+          c.postRecv(got.data(), got.size(), 100 + i)->wait(20s);
+          EXPECT_EQ(got, expected) << "message " << i << " of " << sizes[i] << " bytes";
+        }
+      }
+    }
+  });
+}
+
+// The pipeline posts an eager send and goes on to wait for something else: the link's
+// progress thread must move the rest of the message as the receiver makes room.
+TEST(ShmLink, EagerSendLargerThanTheRingProgressesWhileTheSenderWaitsElsewhere) {
+  const size_t big = 4 << 20;
+  runLinked(2, kSmallRing, [&](int rank, auto& byPeer) {
+    Connection& c = *byPeer[1 - rank];
+    const auto msg = pattern(0, 1, big);
+    const auto reply = pattern(1, 2, 4096);
+    if (rank == 0) {
+      auto send = c.postSend(msg.data(), msg.size(), 1);
+      std::vector<uint8_t> got(reply.size());
+      c.postRecv(got.data(), got.size(), 2)->wait(20s);
+      EXPECT_EQ(got, reply);
+      send->wait(20s);
+    } else {
+      std::vector<uint8_t> got(big);
+      c.postRecv(got.data(), got.size(), 1)->wait(20s);
+      EXPECT_EQ(got, msg);
+      c.postSend(reply.data(), reply.size(), 2)->wait(20s);
+    }
+  });
+}
+
+struct MismatchCase {
+  size_t sendBytes;
+  uint64_t sendTag;
+  size_t recvBytes;
+  uint64_t recvTag;
+};
+
+class ShmLinkMismatch : public ::testing::TestWithParam<MismatchCase> {};
+
+TEST_P(ShmLinkMismatch, BothSidesThrowMismatchErrorNamingTagsAndBytes) {
+  const MismatchCase m = GetParam();
+  runLinked(2, kSmallRing, [&](int rank, auto& byPeer) {
+    Connection& c = *byPeer[1 - rank];
+    if (rank == 0) {
+      std::vector<uint8_t> data(m.sendBytes, 1);
+      try {
+        // The eager send may complete; the receiver's close then fails the next op.
+        c.postSend(data.data(), data.size(), m.sendTag)->wait(20s);
+        uint8_t byte = 0;
+        c.postRecv(&byte, 1, 99)->wait(20s);
+        ADD_FAILURE() << "the sender never heard of the mismatch";
+      } catch (const MismatchError& e) {
+        EXPECT_NE(std::string(e.what()).find("expected tag " + std::to_string(m.recvTag)), std::string::npos)
+            << e.what();
+      }
+    } else {
+      std::vector<uint8_t> data(m.recvBytes);
+      try {
+        c.postRecv(data.data(), data.size(), m.recvTag)->wait(20s);
+        ADD_FAILURE() << "no mismatch reported";
+      } catch (const MismatchError& e) {
+        const std::string expected = "shm recv from rank 0: message mismatch: expected tag " +
+                                     std::to_string(m.recvTag) + " with " + std::to_string(m.recvBytes) +
+                                     " bytes, the peer sent tag " + std::to_string(m.sendTag) + " with " +
+                                     std::to_string(m.sendBytes) + " bytes";
+        EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+        c.close(e.what(), CloseReason::kMismatch);  // as the communicator does on a failure
+      }
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(TagsAndSizes, ShmLinkMismatch,
+                         ::testing::Values(MismatchCase{64, 1, 64, 2}, MismatchCase{100, 5, 64, 5},
+                                           MismatchCase{10, 5, 64, 5}, MismatchCase{0, 7, 0, 8},
+                                           MismatchCase{1 << 20, 3, 1 << 20, 4}));
+
+TEST(ShmLink, AReceiveWithNoSenderTimesOutNamingThePeer) {
+  std::atomic<bool> done{false};
+  runLinked(2, kSmallRing, [&](int rank, auto& byPeer) {
+    if (rank == 1) {  // alive and silent (leaving would close the link)
+      while (!done.load()) std::this_thread::sleep_for(1ms);
+      return;
+    }
+    uint8_t byte = 0;
+    try {
+      byPeer[1]->postRecv(&byte, 1, 5)->wait(100ms);
+      ADD_FAILURE() << "no timeout";
+    } catch (const TimeoutError& e) {
+      EXPECT_NE(std::string(e.what()).find("shm recv from rank 1 timed out after 100 ms"), std::string::npos)
+          << e.what();
+    }
+    done = true;
+  });
+}
+
+TEST(ShmLink, CloseReasonReachesThePeerAsTheMatchingErrorType) {
+  for (CloseReason reason : {CloseReason::kNetwork, CloseReason::kTimeout, CloseReason::kMismatch}) {
+    runLinked(2, kSmallRing, [&](int rank, auto& byPeer) {
+      if (rank == 0) {
+        std::this_thread::sleep_for(20ms);  // let rank 1 block first (either order must work)
+        byPeer[1]->close("rank 0 saw something wrong", reason);
+        return;
+      }
+      uint8_t byte = 0;
+      try {
+        byPeer[0]->postRecv(&byte, 1, 9)->wait(20s);
+        ADD_FAILURE() << "no error";
+      } catch (const MismatchError& e) {
+        EXPECT_EQ(reason, CloseReason::kMismatch) << e.what();
+      } catch (const TimeoutError& e) {
+        EXPECT_EQ(reason, CloseReason::kTimeout) << e.what();
+        EXPECT_NE(std::string(e.what()).find("rank 0 saw something wrong"), std::string::npos) << e.what();
+      } catch (const NetworkError& e) {
+        EXPECT_EQ(reason, CloseReason::kNetwork) << e.what();
+        EXPECT_NE(std::string(e.what()).find("rank 0 closed the connection"), std::string::npos) << e.what();
+      }
+    });
+  }
+}
+
+TEST(ShmLink, MessagesSentBeforeTheConnectionIsDestroyedStillArrive) {
+  runLinked(2, kSmallRing, [&](int rank, auto& byPeer) {
+    const auto msg = pattern(0, 3, 1000);
+    if (rank == 0) {
+      byPeer[1]->postSend(msg.data(), msg.size(), 1)->wait(20s);
+      byPeer[1].reset();  // the job ends on this rank
+      return;
+    }
+    std::this_thread::sleep_for(20ms);
+    std::vector<uint8_t> got(msg.size());
+    byPeer[0]->postRecv(got.data(), got.size(), 1)->wait(20s);
+    EXPECT_EQ(got, msg);
+    uint8_t byte = 0;
+    EXPECT_THROW(byPeer[0]->postRecv(&byte, 1, 2)->wait(20s), NetworkError);
+  });
+}
+
+// Rank 1's process is a child we kill: rank 0's pending receive must fail naming it, long
+// before its timeout.
+TEST(ShmLink, ADeadPeerProcessFailsThePendingReceiveNamingIt) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  std::atomic<bool> done{false};
+  runLinked(2, kSmallRing, [&](int rank, auto& byPeer) {
+    if (rank == 1) {
+      while (!done.load()) std::this_thread::sleep_for(1ms);  // alive in memory, silent
+      return;
+    }
+    std::thread killer([&] {
+      std::this_thread::sleep_for(50ms);
+      kill(child, SIGKILL);
+      waitpid(child, nullptr, 0);
+    });
+    uint8_t byte = 0;
+    try {
+      byPeer[1]->postRecv(&byte, 1, 5)->wait(60s);
+      ADD_FAILURE() << "no error";
+    } catch (const NetworkError& e) {
+      EXPECT_NE(std::string(e.what()).find("rank 1 (pid " + std::to_string(child) + ") died"), std::string::npos)
+          << e.what();
+    }
+    killer.join();
+    done = true;
+  }, {getpid(), child});
+}
+
+TEST(ShmLink, SendsAndReceivesFromDifferentThreadsAtOnce) {
+  constexpr int kMessages = 200;
+  runLinked(2, kSmallRing, [&](int rank, auto& byPeer) {
+    Connection& c = *byPeer[1 - rank];
+    std::thread sender([&] {
+      for (int i = 0; i < kMessages; ++i) {
+        const auto msg = pattern(rank, i, static_cast<size_t>(i % 7) * 9000);
+        c.postSend(msg.data(), msg.size(), static_cast<uint64_t>(i))->wait(20s);
+      }
+    });
+    for (int i = 0; i < kMessages; ++i) {
+      std::vector<uint8_t> got(static_cast<size_t>(i % 7) * 9000);
+      c.postRecv(got.data(), got.size(), static_cast<uint64_t>(i))->wait(20s);
+      EXPECT_EQ(got, pattern(1 - rank, i, got.size())) << "message " << i;
+    }
+    sender.join();
+  });
+}
+
+// ----- the communicator's choice --------------------------------------------------------
+
+TEST(ShmLinkCommunicator, LocalPeersUseShmRemoteOnesTcpAndBothCarryMessages) {
+  for (const char* p2p : {"auto", "tcp"}) {
+    testing::HarnessOptions opts;
+    opts.kind = testing::TransportKind::kHierarchical;
+    opts.numHosts = 2;
+    opts.adjust = [&](int, CommOptions& o) { o.p2pTransport = p2p; };
+    testing::runRanks(4, opts, [&](Communicator& comm) {
+      for (int peer = 0; peer < comm.size(); ++peer) {
+        if (peer == comm.rank()) continue;
+        const bool local = comm.topology().hostOf[peer] == comm.topology().hostOf[comm.rank()];
+        const P2pLinkKind want = local && std::string(p2p) == "auto" ? P2pLinkKind::kShm : P2pLinkKind::kTcp;
+        EXPECT_EQ(comm.p2pLink(peer), want) << "peer " << peer << " with " << p2p;
+      }
+      // A ring of messages: to the next rank (the other host for 1 -> 2 and 3 -> 0).
+      const int next = (comm.rank() + 1) % comm.size();
+      const int prev = (comm.rank() + comm.size() - 1) % comm.size();
+      const auto msg = pattern(comm.rank(), 0, 5 << 20);
+      auto send = comm.postSend(msg.data(), msg.size(), next, 7);
+      std::vector<uint8_t> got(msg.size());
+      comm.postRecv(got.data(), got.size(), prev, 7)->wait(20s);
+      send->wait(20s);
+      EXPECT_EQ(got, pattern(prev, 0, got.size()));
+    });
+  }
+}
+
+}  // namespace
+}  // namespace strata::collectives
