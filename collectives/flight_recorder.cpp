@@ -4,6 +4,7 @@
 #include <x86intrin.h>
 #endif
 
+#include <dlfcn.h>
 #include <time.h>
 
 #include <algorithm>
@@ -31,12 +32,6 @@ int64_t steadyNs() {
       .count();
 }
 
-int64_t coarseNs() {
-  struct timespec ts {};
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
-
 int64_t unixNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -57,20 +52,23 @@ bool invariantTsc() {
   return false;
 }
 
+// The kernel's vDSO clock_gettime (what glibc's calls), or null where there is none.
+using ClockGettimeFn = int (*)(clockid_t, struct timespec*);
+ClockGettimeFn vdsoClockGettime() {
+  void* vdso = dlopen("linux-vdso.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (vdso == nullptr) return nullptr;
+  void* fn = dlsym(vdso, "__vdso_clock_gettime");
+  if (fn == nullptr) return nullptr;
+  const ClockGettimeFn direct = reinterpret_cast<ClockGettimeFn>(fn);
+  struct timespec ts {};
+  return direct(CLOCK_MONOTONIC_COARSE, &ts) == 0 ? direct : nullptr;  // trusted only once it answers
+}
+
 size_t ringSizeFor(size_t capacity) {
   size_t n = 1;
   while (n < capacity) n <<= 1;
   return n;
 }
-
-// group (32 bits) | op | dtype | reduceOp | state (8 bits each), state lowest.
-uint64_t pack(const OpInfo& info, State state) {
-  return uint64_t{info.group} << 32 | uint64_t{static_cast<uint8_t>(info.op)} << 24 |
-         uint64_t{static_cast<uint8_t>(info.dtype)} << 16 | uint64_t{static_cast<uint8_t>(info.reduceOp)} << 8 |
-         static_cast<uint8_t>(state);
-}
-
-constexpr uint64_t kStateMask = 0xff;
 
 }  // namespace
 
@@ -104,31 +102,17 @@ int64_t ClockInfo::unixNs(uint64_t ticks) const {
   return nowUnixNs - static_cast<int64_t>(agoNs);
 }
 
-// One record. `version` is a sequence lock: 2*id - 1 while the record is written,
-// 2*id once it is complete (0: never written). Every field is an atomic so that a reader
-// racing a writer is well defined; the version tells it whether what it read is whole.
-struct Recorder::Slot {
-  std::atomic<uint64_t> version{0};
-  std::atomic<uint64_t> packed{0};
-  std::atomic<int64_t> peer{-1};
-  std::atomic<uint64_t> seq{0}, count{0}, numBytes{0}, tag{0};
-  std::atomic<uint64_t> enqueueTicks{0}, startTicks{0}, endTicks{0};
-};
-
-// One lane's ring. `next` (ids handed out) on its own cache line: the shared lane's is
-// the one atomic every writer touches.
-struct Recorder::Ring {
-  explicit Ring(size_t slots) : slots(new Slot[slots]) {}
-  std::unique_ptr<Slot[]> slots;
-  alignas(64) std::atomic<uint64_t> next{0};
-};
-
 Recorder::Recorder(size_t capacity, Clock clock)
     : capacity_(capacity < 1 ? 1 : capacity), mask_(ringSizeFor(capacity_) - 1), laneTaken_(kMaxLanes + 1, false) {
   ownedRings_.push_back(std::make_unique<Ring>(mask_ + 1));
   lanes_[0].store(ownedRings_.back().get(), std::memory_order_release);
   laneTaken_[0] = true;  // the shared lane is never handed out
   if (clock == Clock::kPrecise) source_ = invariantTsc() ? Source::kTsc : Source::kSteady;
+  static const bool vdsoResolved = [] {
+    if (const ClockGettimeFn direct = vdsoClockGettime()) kCoarseClockGettime.store(direct, std::memory_order_relaxed);
+    return true;
+  }();
+  (void)vdsoResolved;
   anchorSteadyNs_ = steadyNs();
   anchorTicks_ = nowTicks();
 }
@@ -155,16 +139,13 @@ void Recorder::releaseLane(uint32_t lane) {
   laneTaken_[lane] = false;
 }
 
-uint64_t Recorder::nowTicks() const {
-  if (source_ == Source::kCoarse) return static_cast<uint64_t>(coarseNs());
+std::atomic<Recorder::ClockGettime> Recorder::kCoarseClockGettime{&::clock_gettime};
+
+uint64_t Recorder::preciseTicks() const {
 #if defined(__x86_64__)
   if (source_ == Source::kTsc) return __rdtsc();
 #endif
   return static_cast<uint64_t>(steadyNs());
-}
-
-Recorder::Slot& Recorder::slotOf(Ticket t) const {
-  return lanes_[t.lane].load(std::memory_order_acquire)->slots[(t.id - 1) & mask_];
 }
 
 uint32_t Recorder::registerGroup(std::string name, std::vector<int> worldRanks, int groupRank) {
@@ -173,63 +154,21 @@ uint32_t Recorder::registerGroup(std::string name, std::vector<int> worldRanks, 
   return static_cast<uint32_t>(groups_.size() - 1);
 }
 
-Ticket Recorder::record(const OpInfo& info, State state, uint32_t lane) {
-  Ring& ring = *lanes_[lane].load(std::memory_order_acquire);
-  uint64_t id;
-  if (lane == 0) {
-    id = ring.next.fetch_add(1, std::memory_order_relaxed) + 1;
-  } else {  // one writer at a time: no read-modify-write needed
-    id = ring.next.load(std::memory_order_relaxed) + 1;
-    ring.next.store(id, std::memory_order_relaxed);
-  }
-  Slot& s = ring.slots[(id - 1) & mask_];
-  const uint64_t now = nowTicks();
-  s.version.store(2 * id - 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  s.packed.store(pack(info, state), std::memory_order_relaxed);
-  s.peer.store(info.peer, std::memory_order_relaxed);
-  s.seq.store(info.seq, std::memory_order_relaxed);
-  s.count.store(info.count, std::memory_order_relaxed);
-  s.numBytes.store(info.numBytes, std::memory_order_relaxed);
-  s.tag.store(info.tag, std::memory_order_relaxed);
-  s.enqueueTicks.store(now, std::memory_order_relaxed);
-  s.startTicks.store(state == State::kEnqueued ? 0 : now, std::memory_order_relaxed);
-  s.endTicks.store(0, std::memory_order_relaxed);
-  s.version.store(2 * id, std::memory_order_release);
-  return Ticket{id, lane};
-}
-
 // A state change is made by the thread running the operation, so only a writer of a much
 // later record (after the ring went round) can race it; the version check makes that
 // writer's record win, except in the nanoseconds between the check and the first store,
 // where the later record may get this one's state or time. Readers never see a torn slot.
 bool Recorder::start(Ticket ticket, uint64_t seq) {
-  if (ticket.id == 0) return false;
-  Slot& s = slotOf(ticket);
-  if (s.version.load(std::memory_order_relaxed) != 2 * ticket.id) return false;
+  Slot* s = ticket.slot;
+  if (s == nullptr || s->version.load(std::memory_order_relaxed) != 2 * ticket.id) return false;
   const uint64_t now = nowTicks();
-  s.version.store(2 * ticket.id - 1, std::memory_order_relaxed);
+  s->version.store(2 * ticket.id - 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
-  s.seq.store(seq, std::memory_order_relaxed);
-  const uint64_t packed = s.packed.load(std::memory_order_relaxed);
-  s.packed.store((packed & ~kStateMask) | static_cast<uint8_t>(State::kStarted), std::memory_order_relaxed);
-  s.startTicks.store(now, std::memory_order_relaxed);
-  s.version.store(2 * ticket.id, std::memory_order_release);
+  s->seq.store(seq, std::memory_order_relaxed);
+  s->state.store(static_cast<uint8_t>(State::kStarted), std::memory_order_relaxed);
+  s->startTicks.store(now, std::memory_order_relaxed);
+  s->version.store(2 * ticket.id, std::memory_order_release);
   return true;
-}
-
-void Recorder::finish(Ticket ticket, bool ok) {
-  if (ticket.id == 0) return;
-  Slot& s = slotOf(ticket);
-  if (s.version.load(std::memory_order_relaxed) != 2 * ticket.id) return;
-  const uint64_t now = nowTicks();
-  s.version.store(2 * ticket.id - 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  const uint64_t packed = s.packed.load(std::memory_order_relaxed);
-  const State state = ok ? State::kCompleted : State::kFailed;
-  s.packed.store((packed & ~kStateMask) | static_cast<uint8_t>(state), std::memory_order_relaxed);
-  s.endTicks.store(now, std::memory_order_relaxed);
-  s.version.store(2 * ticket.id, std::memory_order_release);
 }
 
 void Recorder::setFailureHandler(FailureHandler handler) {
@@ -266,10 +205,10 @@ bool Recorder::readSlot(const Slot& s, Entry* out) const {
     Entry e;
     e.id = v1 / 2;
     e.info.group = static_cast<uint32_t>(packed >> 32);
-    e.info.op = static_cast<Op>((packed >> 24) & 0xff);
-    e.info.dtype = static_cast<DType>((packed >> 16) & 0xff);
-    e.info.reduceOp = static_cast<ReduceOp>((packed >> 8) & 0xff);
-    e.state = static_cast<State>(packed & kStateMask);
+    e.info.op = static_cast<Op>((packed >> 16) & 0xff);
+    e.info.dtype = static_cast<DType>((packed >> 8) & 0xff);
+    e.info.reduceOp = static_cast<ReduceOp>(packed & 0xff);
+    e.state = static_cast<State>(s.state.load(std::memory_order_relaxed));
     e.info.peer = static_cast<int32_t>(s.peer.load(std::memory_order_relaxed));
     e.info.seq = s.seq.load(std::memory_order_relaxed);
     e.info.count = s.count.load(std::memory_order_relaxed);
