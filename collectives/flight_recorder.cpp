@@ -109,7 +109,7 @@ Recorder::Recorder(size_t capacity, Clock clock)
   laneTaken_[0] = true;  // the shared lane is never handed out
   if (clock == Clock::kPrecise) source_ = invariantTsc() ? Source::kTsc : Source::kSteady;
   static const bool vdsoResolved = [] {
-    if (const ClockGettimeFn direct = vdsoClockGettime()) kCoarseClockGettime.store(direct, std::memory_order_relaxed);
+    if (const ClockGettimeFn direct = vdsoClockGettime()) coarseClockGettime_.store(direct, std::memory_order_relaxed);
     return true;
   }();
   (void)vdsoResolved;
@@ -139,7 +139,7 @@ void Recorder::releaseLane(uint32_t lane) {
   laneTaken_[lane] = false;
 }
 
-std::atomic<Recorder::ClockGettime> Recorder::kCoarseClockGettime{&::clock_gettime};
+std::atomic<Recorder::ClockGettime> Recorder::coarseClockGettime_{&::clock_gettime};
 
 uint64_t Recorder::preciseTicks() const {
 #if defined(__x86_64__)

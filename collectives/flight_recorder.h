@@ -173,16 +173,16 @@ class Recorder {
 
  private:
   struct Ring;
-  // CLOCK_MONOTONIC_COARSE in nanoseconds, through kCoarseClockGettime.
+  // CLOCK_MONOTONIC_COARSE in nanoseconds, through coarseClockGettime_.
   static uint64_t coarseTicks() {
     struct timespec ts {};
-    kCoarseClockGettime.load(std::memory_order_relaxed)(CLOCK_MONOTONIC_COARSE, &ts);
+    coarseClockGettime_.load(std::memory_order_relaxed)(CLOCK_MONOTONIC_COARSE, &ts);
     return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
   }
   // The vDSO's own clock_gettime once the first recorder found it (saves glibc's wrapper,
   // ~0.8 ns a read here), else glibc's. Set once; relaxed: any of the two is right.
   using ClockGettime = int (*)(clockid_t, struct timespec*);
-  static std::atomic<ClockGettime> kCoarseClockGettime;
+  static std::atomic<ClockGettime> coarseClockGettime_;
   uint64_t preciseTicks() const;
   bool readSlot(const Slot& slot, Entry* out) const;
   ClockInfo clockNow() const;

@@ -81,6 +81,24 @@ INSTANTIATE_TEST_SUITE_P(Both, FlightRecorderClocks, ::testing::Values(Clock::kC
                            return std::string(info.param == Clock::kCoarse ? "Coarse" : "Precise");
                          });
 
+// The coarse clock is read through the vDSO's function when the recorder finds it: it must
+// tell the same time as glibc's clock_gettime (the reference), read just before and after.
+TEST(FlightRecorder, CoarseTicksAreGlibcsCoarseClock) {
+  Recorder rec(4);
+  auto glibcNs = [] {
+    struct timespec ts {};
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+  };
+  for (int i = 0; i < 100; ++i) {
+    const uint64_t before = glibcNs();
+    const uint64_t ticks = rec.nowTicks();
+    const uint64_t after = glibcNs();
+    EXPECT_LE(before, ticks) << "read " << i;
+    EXPECT_LE(ticks, after) << "read " << i;
+  }
+}
+
 TEST(FlightRecorder, KeepsTheNewestCapacityRecords) {
   Recorder rec(5);  // a ring of 8 slots, 5 kept
   for (uint64_t s = 1; s <= 13; ++s) rec.finish(rec.record(allreduceInfo(s), State::kStarted), true);
