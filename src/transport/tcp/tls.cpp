@@ -11,6 +11,7 @@
 
 #include "core/auth.h"
 #include "core/errors.h"
+#include "core/sigpipe_guard.h"
 
 namespace strata::transport::tcp {
 namespace {
@@ -120,6 +121,7 @@ std::unique_ptr<TlsSession> TlsSession::handshake(int fd, bool isServer, const s
   std::lock_guard<std::mutex> lock(session->mu_);
   while (true) {
     ERR_clear_error();
+    const SigpipeGuard noSigpipe;  // the handshake writes through OpenSSL's socket BIO
     const int ret = SSL_do_handshake(ssl);
     if (ret == 1) return session;
     const int err = SSL_get_error(ssl, ret);
@@ -167,6 +169,7 @@ TlsStatus TlsSession::write(const void* data, size_t numBytes, size_t* moved, st
   ERR_clear_error();
   errno = 0;
   size_t n = 0;
+  const SigpipeGuard noSigpipe;  // a peer that has gone: EPIPE, not the end of the process
   const int ret = SSL_write_ex(ssl_, data, std::min(numBytes, kMaxTlsIoBytes), &n);
   if (ret == 1) {
     writePending_ = false;
@@ -183,6 +186,7 @@ TlsStatus TlsSession::read(void* data, size_t numBytes, size_t* moved, std::stri
   ERR_clear_error();
   errno = 0;
   size_t n = 0;
+  const SigpipeGuard noSigpipe;  // SSL_read may write an alert
   const int ret = SSL_read_ex(ssl_, data, std::min(numBytes, kMaxTlsIoBytes), &n);
   if (ret == 1) {
     *moved = n;
