@@ -14,7 +14,8 @@
 #                 A diverging run stops after ~11 steps, so its figure is mostly the first
 #                 evaluation's one-time cost (regexes compiled, rule state allocated); the
 #                 cost lines come from healthy runs of COST_STEPS steps (default 300, the
-#                 learning rate's default, the same rules with a smoothed loss, no stop),
+#                 learning rate's default, the rule as the example's job.json sets it: a
+#                 smoothed loss over 200 steps; no stop),
 #                 whole run (first evaluation included) and after the first evaluation.
 # Prints a table and
 #   # stop latency steps LossNotDecreasing: <worst over the runs>
@@ -32,13 +33,14 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 work=$(mktemp -d "${TMPDIR:-/tmp}/strata_stop_latency_XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-config() {  # layout output_dir [extra LossNotDecreasing parameters]
-  local mp=''
+config() {  # layout output_dir [LossNotDecreasing parameters]
+  local mp='' params='"num_steps": 10'
+  [ $# -ge 3 ] && params=$3
   [ "$1" = pipeline ] && mp='"modelparallel": {"enabled": true, "partitions": 2, "microbatches": 4, "pipeline": "interleaved"},'
   cat <<JSON
 {"output_dir": "$2", $mp
  "debugger": {"include_workers": "all", "collections": [{"name": "losses", "save_interval": 1}]},
- "rules": [{"name": "LossNotDecreasing", "parameters": {"num_steps": 10 ${3:-}}, "actions": ["StopTraining"]}]}
+ "rules": [{"name": "LossNotDecreasing", "parameters": {$params}, "actions": ["StopTraining"]}]}
 JSON
 }
 
@@ -82,7 +84,8 @@ done | tee "$work/rows.txt"
 printf "%-9s %6s %11s %14s %20s %21s\n" layout steps step_ms engine_us/step first_evaluation_us after_first_us/step
 for layout in dp pipeline; do
   dir="$work/$layout-healthy"
-  config "$layout" "$dir" ', "smoothing": "mean", "smoothing_window": 20' >"$work/$layout-healthy.json"
+  config "$layout" "$dir" '"num_steps": 200, "smoothing": "mean", "smoothing_window": 20, "diff_percent": 10' \
+    >"$work/$layout-healthy.json"  # the rule as examples/fashion_mnist/job.json sets it
   mpirun -n 2 "$BIN" --config "$work/$layout-healthy.json" --seed 3 --max-steps "$COST_STEPS" >"$dir.log" 2>&1 ||
     { cat "$dir.log" >&2; exit 1; }
   if grep -q "StopTraining:" "$dir.log"; then echo "$layout: the healthy run was stopped (see $dir.log)" >&2; exit 1; fi
