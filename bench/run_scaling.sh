@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # Weak scaling of data-parallel training: Strata (scaling_bench under mpirun) and PyTorch
 # DDP with Gloo (Debian's python3-torch) on the same models, per-rank batch and threads.
-# Usage: bench/run_scaling.sh [BUILD_DIR] [STEPS]. Ends with the summary lines of issues 3 and 16:
+# Usage: [ROUNDS=3] [RANKS="2 4"] [OUT=dir] bench/run_scaling.sh [BUILD_DIR] [STEPS]
+# Ends with the summary lines of issues 3 and 16:
 #   # efficiency <model> <n>      Strata: n-rank throughput / (n x 1-rank throughput, same threads per rank)
 #   # efficiency ddp <model> <n>  the same for PyTorch DDP, measured in this run
 #   # exposed_comm_fraction       see bench/scaling_bench.cpp (in [0, 1])
+# This VM's per-core speed drifts by tens of percent within minutes, so a baseline measured
+# minutes after the n-rank run says more about the drift than about scaling. Every round runs
+# each configuration once, back to back (1 rank, the 1-rank baselines, n ranks; Strata then
+# DDP), an efficiency is taken within its round, and each summary line is the median over
+# the rounds (the per-round values are printed as `round` lines).
 # Everything printed is also stored in $OUT/scaling.txt (OUT: default bench/results).
 # The DDP baseline runs under /usr/bin/python3 (Debian's python3-torch; a python3 first on
 # PATH, e.g. pyenv's, does not see it). A missing measurement stops the script (exit 1).
 set -euo pipefail
-BUILD="${1:-build}"; STEPS="${2:-30}"
+BUILD="${1:-build}"; STEPS="${2:-30}"; ROUNDS="${ROUNDS:-3}"; RANKS="${RANKS:-2 4}"
 RESULTS_DIR="${OUT:-$(dirname "$0")/results}"
 mkdir -p "$RESULTS_DIR"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -20,55 +26,87 @@ CORES=$(nproc)
 OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
 
+threadsFor() { local n=$1; echo $(( CORES / n > 0 ? CORES / n : 1 )); }
+
+# field KIND MODEL RANKS KEY ROUND: the value of KEY in that round's line.
 field() {
   local v
-  v=$(grep -E "^$1 model=$2 ranks=$3 " "$OUT" | tail -1 | sed -nE "s/.* $4=([0-9.]+).*/\1/p")
-  [ -n "$v" ] || { echo "run_scaling.sh: no $4 for '$1 model=$2 ranks=$3' in the output above" >&2; exit 1; }
+  v=$(grep -E "^$1 round=$5 model=$2 ranks=$3 " "$OUT" | tail -1 | sed -nE "s/.* $4=([0-9.]+).*/\1/p")
+  [ -n "$v" ] || { echo "run_scaling.sh: no $4 for '$1 model=$2 ranks=$3' in round $5 (output above)" >&2; exit 1; }
   echo "$v"
 }
 
+# strata KIND ROUND N THREADS MODEL / ddp KIND ROUND N THREADS MODEL: one run, tagged.
+strata() {
+  local threadArg=()
+  [ "$4" -gt 0 ] && threadArg=(--threads "$4")
+  mpirun -np "$3" "$BUILD/bench/scaling_bench" --model "$5" --steps "$STEPS" --batch 32 "${threadArg[@]}" |
+    sed "s/^scaling /$1 round=$2 /" | tee -a "$OUT"
+}
+ddp() {
+  /usr/bin/python3 "$(dirname "$0")/ddp_baseline.py" --model "$5" --ranks "$3" --steps "$STEPS" --batch 32 \
+    --threads "$4" | sed "s/^ddp /$1 round=$2 /" | tee -a "$OUT"
+}
+
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# summary NAME: the median of the per-round values printed as "round <r> NAME: <v>".
+summary() {
+  local name=$1 v
+  v=$(grep -F "] $name: " "$OUT" | sed -E 's/.*: //' | median)
+  printf '# %s: %.2f\n' "$name" "$v"
+}
+roundLine() { printf '[round %s] %s: %.4f\n' "$1" "$2" "$3" | tee -a "$OUT"; }
+ratio() { awk -v a="$1" -v b="$2" -v n="${3:-1}" 'BEGIN { print a / (n * b) }'; }
+
 main() {
-echo "# scaling_bench: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $CORES cores, steps=$STEPS, per-rank batch 32"
+echo "# scaling_bench: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $CORES cores, steps=$STEPS, per-rank batch 32, rounds=$ROUNDS, ranks: $RANKS"
 echo "# $(date -u +%FT%TZ) git $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo '?'), load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# 4 ranks on $CORES cores are oversubscribed: each rank then gets half a core"
-for model in cnn mlp25m; do
-  for n in 1 2 4; do
-    threads=$(( CORES / n > 0 ? CORES / n : 1 ))
-    mpirun -np "$n" "$BUILD/bench/scaling_bench" --model "$model" --steps "$STEPS" --batch 32 | tee -a "$OUT"
-    /usr/bin/python3 "$(dirname "$0")/ddp_baseline.py" --model "$model" --ranks "$n" --steps "$STEPS" --batch 32 \
-      --threads "$threads" | tee -a "$OUT"
+echo "# more ranks than $CORES cores are oversubscribed: each rank then gets a share of a core"
+for r in $(seq 1 "$ROUNDS"); do
+  for model in cnn mlp25m; do
+    strata scaling "$r" 1 0 "$model"
+    ddp ddp "$r" 1 "$CORES" "$model"
+    # Weak-scaling efficiency needs a 1-rank baseline with the threads each of the n ranks
+    # has (cores / n): a 1-rank run with all cores measures intra-op threading.
+    for n in $RANKS; do
+      t=$(threadsFor "$n")
+      if [ "$t" != "$CORES" ] && ! grep -qE "^baseline_t$t round=$r model=$model " "$OUT"; then
+        strata "baseline_t$t" "$r" 1 "$t" "$model"
+        ddp "ddp_baseline_t$t" "$r" 1 "$t" "$model"
+      fi
+      strata scaling "$r" "$n" 0 "$model"
+      ddp ddp "$r" "$n" "$t" "$model"
+    done
+  done
+  for model in cnn mlp25m; do
+    s1=$(field scaling "$model" 1 samples_per_s "$r"); d1=$(field ddp "$model" 1 samples_per_s "$r")
+    for n in $RANKS; do
+      t=$(threadsFor "$n"); sb=$s1; db=$d1
+      if [ "$t" != "$CORES" ]; then
+        sb=$(field "baseline_t$t" "$model" 1 samples_per_s "$r"); db=$(field "ddp_baseline_t$t" "$model" 1 samples_per_s "$r")
+      fi
+      sn=$(field scaling "$model" "$n" samples_per_s "$r"); dn=$(field ddp "$model" "$n" samples_per_s "$r")
+      roundLine "$r" "efficiency $model $n" "$(ratio "$sn" "$sb" "$n")"
+      roundLine "$r" "efficiency_vs_1rank_all_cores $model $n" "$(ratio "$sn" "$s1" "$n")"
+      roundLine "$r" "efficiency ddp $model $n" "$(ratio "$dn" "$db" "$n")"
+      roundLine "$r" "exposed_comm_fraction $model $n" "$(field scaling "$model" "$n" exposed_comm_fraction "$r")"
+      roundLine "$r" "ratio strata/ddp $model $n" "$(ratio "$sn" "$dn")"
+    done
   done
 done
-# Weak-scaling efficiency needs a 1-rank baseline with the threads each of the n ranks has
-# (cores / n): a 1-rank run with all cores measures intra-op threading, not communication.
+echo "# medians over $ROUNDS rounds:"
 for model in cnn mlp25m; do
-  for n in 2 4; do
-    threads=$(( CORES / n > 0 ? CORES / n : 1 ))
-    mpirun -np 1 "$BUILD/bench/scaling_bench" --model "$model" --steps "$STEPS" --batch 32 --threads "$threads" |
-      sed "s/^scaling /baseline_t$threads /" | tee -a "$OUT"
-    /usr/bin/python3 "$(dirname "$0")/ddp_baseline.py" --model "$model" --ranks 1 --steps "$STEPS" --batch 32 \
-      --threads "$threads" | sed "s/^ddp /ddp_baseline_t$threads /" | tee -a "$OUT"
+  for n in $RANKS; do
+    for name in "efficiency $model $n" "efficiency_vs_1rank_all_cores $model $n" "efficiency ddp $model $n"; do
+      summary "$name"
+    done
   done
 done
 for model in cnn mlp25m; do
-  s1=$(field scaling "$model" 1 samples_per_s)
-  for n in 2 4; do
-    threads=$(( CORES / n > 0 ? CORES / n : 1 ))
-    sb=$(field "baseline_t$threads" "$model" 1 samples_per_s)
-    sn=$(field scaling "$model" "$n" samples_per_s)
-    awk -v a="$sn" -v b="$sb" -v n="$n" -v m="$model" 'BEGIN { printf "# efficiency %s %d: %.2f\n", m, n, a / (n * b) }'
-    awk -v a="$sn" -v b="$s1" -v n="$n" -v m="$model" 'BEGIN { printf "# efficiency_vs_1rank_all_cores %s %d: %.2f\n", m, n, a / (n * b) }'
-    db=$(field "ddp_baseline_t$threads" "$model" 1 samples_per_s)
-    dn=$(field ddp "$model" "$n" samples_per_s)
-    awk -v a="$dn" -v b="$db" -v n="$n" -v m="$model" 'BEGIN { printf "# efficiency ddp %s %d: %.2f\n", m, n, a / (n * b) }'
-  done
-done
-for model in cnn mlp25m; do
-  for n in 2 4; do
-    f=$(field scaling "$model" "$n" exposed_comm_fraction)
-    awk -v f="$f" -v n="$n" -v m="$model" 'BEGIN { printf "# exposed_comm_fraction %s %d: %.2f\n", m, n, f }'
-    s=$(field scaling "$model" "$n" samples_per_s); d=$(field ddp "$model" "$n" samples_per_s)
-    awk -v s="$s" -v d="$d" -v n="$n" -v m="$model" 'BEGIN { printf "# ratio strata/ddp %s %d: %.2f\n", m, n, s / d }'
+  for n in $RANKS; do
+    summary "exposed_comm_fraction $model $n"
+    summary "ratio strata/ddp $model $n"
   done
 done
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
