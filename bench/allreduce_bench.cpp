@@ -167,6 +167,12 @@ int main(int argc, char** argv) {
     if (!r || std::string(r) == "0") std::fprintf(stderr, "allreduce_bench: %s\n", e.what());
     return 1;
   }
+  try {  // before anything allocates a baseline's temporaries (bench/common.h, Options::malloc)
+    sb::applyMallocPolicy(opts.malloc);
+  } catch (const std::runtime_error& e) {
+    std::fprintf(stderr, "allreduce_bench: %s\n", e.what());
+    return 1;
+  }
   // MPI first, at the requested thread level: strata::init then finds it initialised
   // (it uses MPI only to bootstrap, on this thread) and leaves finalising to us.
   int provided = 0;

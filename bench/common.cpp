@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 
@@ -200,11 +202,11 @@ class Report {
   void header(int ranks, double probeUs) const {
     if (!root_) return;
     std::printf("# strata %s_bench ranks=%d %s dtype=float32 iters=%s warmup=%s time=max-over-ranks "
-                "stat=median-of-%d-trials mpi_thread=%s\n",
+                "stat=median-of-%d-trials mpi_thread=%s malloc=%s\n",
                 spec_.op.c_str(), ranks, spec_.headerExtra.c_str(),
                 opts_.iters > 0 ? std::to_string(opts_.iters).c_str() : "auto",
                 opts_.warmup >= 0 ? std::to_string(opts_.warmup).c_str() : "auto", opts_.repeats,
-                opts_.mpiThread.c_str());
+                opts_.mpiThread.c_str(), opts_.malloc.c_str());
     for (const std::string& line : spec_.headerNotes) std::printf("# %s\n", line.c_str());
     std::printf("# probe shm ping-pong round trip rank0<->1 us (start): %.2f\n", probeUs);
     std::string l1 = "#                                       ", l2 = "#       size        count    type  redop",
@@ -376,6 +378,14 @@ void* allocPrefaulted(size_t bytes) {
   return p;
 }
 
+void applyMallocPolicy(const std::string& policy) {
+  if (policy != "keep") return;
+  // M_MMAP_THRESHOLD cannot exceed 32 MiB, so only "no mmap at all" keeps a 64 MiB temporary
+  // in the heap; with trimming off, freed blocks stay mapped and are reused next call.
+  if (mallopt(M_MMAP_MAX, 0) != 1 || mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max()) != 1)
+    throw std::runtime_error("--malloc keep: mallopt failed");
+}
+
 size_t parseBytes(const std::string& text) {
   size_t pos = 0;
   const double value = std::stod(text, &pos);
@@ -415,7 +425,7 @@ std::string usage() {
   return "usage: allreduce_bench [-b minbytes] [-e maxbytes] [-f factor] [-n iters] [-w warmup]\n"
          "                       [-c 0|1] [--impl strata,mpi,gloo,memcpy] [--repeats R]\n"
          "                       [--budget-ms MS] [-J out.json] [--mpi-thread single]\n"
-         "                       [--buffer private|shared]\n"
+         "                       [--buffer private|shared] [--malloc keep|default]\n"
          "  sizes accept K/M/G suffixes; -n 0 / -w -1 (default) choose per size.\n";
 }
 
@@ -446,6 +456,7 @@ Options parseOptions(int argc, char** argv, const std::vector<std::string>& defa
     else if (a == "-J" || a == "--json") o.jsonPath = v;
     else if (a == "--mpi-thread") o.mpiThread = v;
     else if (a == "--buffer") o.buffer = v;
+    else if (a == "--malloc") o.malloc = v;
     else if (a == "--config") continue;  // strata::init reads it
     else throw std::invalid_argument("unknown flag " + a + "\n" + usage());
   }
@@ -456,6 +467,8 @@ Options parseOptions(int argc, char** argv, const std::vector<std::string>& defa
     throw std::invalid_argument("--mpi-thread must be single, funneled, serialized or multiple");
   if (o.buffer != "private" && o.buffer != "shared")
     throw std::invalid_argument("--buffer must be private or shared");
+  if (o.malloc != "keep" && o.malloc != "default")
+    throw std::invalid_argument("--malloc must be keep or default");
   if (o.impls.empty()) throw std::invalid_argument("--impl needs at least one implementation");
   return o;
 }

@@ -39,6 +39,12 @@ struct Options {
   // through the shm slots) or "shared" (a Group::allocateShared buffer: the zero-copy path).
   // The other implementations always use ordinary memory.
   std::string buffer = "private";
+  // --malloc (allreduce_bench): "keep" (default) makes glibc keep freed memory in the heap
+  // (no mmap, no trim), so a baseline that allocates a message-sized temporary per call
+  // (Open MPI's and Gloo's large allreduces) faults its pages in once, not on every call;
+  // "default" leaves glibc as it is. On this VM a first-touch page fault costs ~15 us
+  // (0.27 GB/s), which made Open MPI 10-40x slower at 16-256 MiB (bench/RESULTS.md).
+  std::string malloc = "keep";
 };
 
 // Parses nccl-tests style flags; unknown flags throw std::invalid_argument.
@@ -91,6 +97,9 @@ int mpiSize();
 std::string processorName();        // MPI_Get_processor_name: the hostname
 std::string processorNameOfRank0();  // collective: rank 0's, on every rank
 void* allocPrefaulted(size_t bytes);  // page aligned, written once; free with std::free
+// Applies Options::malloc to this process; call before MPI_Init (before the baselines
+// allocate). Throws std::runtime_error if glibc refuses a setting.
+void applyMallocPolicy(const std::string& policy);
 // Deterministic small integer for (rank, index, seed) in [-8, 7]: sums of a few ranks are exact.
 inline float seededValue(int rank, size_t i, uint32_t seed) {
   return static_cast<float>(static_cast<int>((i * 7 + static_cast<size_t>(rank) * 13 + seed) & 15) - 8);

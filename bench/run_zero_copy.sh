@@ -7,6 +7,9 @@
 # the machine and its load before and after (a loaded machine makes the numbers rough).
 #
 #   bench/run_zero_copy.sh [extra allreduce_bench args, e.g. --repeats 3]
+# allreduce_bench's default --malloc keep makes Open MPI's and Gloo's per-call temporaries
+# stay resident (on this VM a fresh page fault costs ~15 us: Open MPI lost 10-40x to them);
+# pass --malloc default to see the baselines as glibc leaves them.
 # Environment: BIN (default build/bench/allreduce_bench), OUT (default bench/results/zero_copy).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
