@@ -11,6 +11,9 @@
 # each configuration once, back to back (1 rank, the 1-rank baselines, n ranks; Strata then
 # DDP), an efficiency is taken within its round, and each summary line is the median over
 # the rounds (the per-round values are printed as `round` lines).
+# Strata applies its malloc policy (config memory.malloc, default "retain": freed memory stays in
+# the process, docs/config.md); DDP runs with the same glibc setting through GLIBC_TUNABLES so the
+# two are compared on equal allocators (DDP_MALLOC=system runs DDP with glibc's defaults).
 # Everything printed is also stored in $OUT/scaling.txt (OUT: default bench/results).
 # The DDP baseline runs under /usr/bin/python3 (Debian's python3-torch; a python3 first on
 # PATH, e.g. pyenv's, does not see it). A missing measurement stops the script (exit 1).
@@ -23,6 +26,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 /usr/bin/python3 -c "import torch.distributed" ||
   { echo "/usr/bin/python3 cannot import torch.distributed: run scripts/install-deps (python3-torch)" >&2; exit 1; }
 CORES=$(nproc)
+DDP_MALLOC="${DDP_MALLOC:-retain}"
+DDP_TUNABLES=""
+[ "$DDP_MALLOC" = retain ] && DDP_TUNABLES="glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=2147483647"
 OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
 
@@ -44,7 +50,7 @@ strata() {
     sed "s/^scaling /$1 round=$2 /" | tee -a "$OUT"
 }
 ddp() {
-  /usr/bin/python3 "$(dirname "$0")/ddp_baseline.py" --model "$5" --ranks "$3" --steps "$STEPS" --batch 32 \
+  GLIBC_TUNABLES="$DDP_TUNABLES" /usr/bin/python3 "$(dirname "$0")/ddp_baseline.py" --model "$5" --ranks "$3" --steps "$STEPS" --batch 32 \
     --threads "$4" | sed "s/^ddp /$1 round=$2 /" | tee -a "$OUT"
 }
 
@@ -60,7 +66,7 @@ roundLine() { printf '[round %s] %s: %.4f\n' "$1" "$2" "$3" | tee -a "$OUT"; }
 ratio() { awk -v a="$1" -v b="$2" -v n="${3:-1}" 'BEGIN { print a / (n * b) }'; }
 
 main() {
-echo "# scaling_bench: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $CORES cores, steps=$STEPS, per-rank batch 32, rounds=$ROUNDS, ranks: $RANKS"
+echo "# scaling_bench: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $CORES cores, steps=$STEPS, per-rank batch 32, rounds=$ROUNDS, ranks: $RANKS, malloc strata=${STRATA_MALLOC:-retain} ddp=$DDP_MALLOC"
 echo "# $(date -u +%FT%TZ) git $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo '?'), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# more ranks than $CORES cores are oversubscribed: each rank then gets a share of a core"
 for r in $(seq 1 "$ROUNDS"); do

@@ -14,7 +14,7 @@ using detail::Validator;
 const std::vector<std::string> kTopLevelKeys = {"modelparallel", "dataparallel", "output_dir",
                                                 "debugger",      "profiler",     "rules",
                                                 "checkpoint",    "collectives",  "logging",
-                                                "security",      "flight_recorder"};
+                                                "security",      "flight_recorder", "memory"};
 
 // Model parallelism and data parallelism meet in modelparallel.ddp (SageMaker's name for
 // data parallel across pipeline replicas). The file may say either, so they must agree;
@@ -69,6 +69,7 @@ JobConfig parseJobConfig(const std::string& jsonText, const std::string& sourceN
     config.security = detail::parseSecurity(v, r.at("security"), r.pathOf("security"));
   if (r.has("flight_recorder"))
     config.flightRecorder = detail::parseFlightRecorder(v, r.at("flight_recorder"), r.pathOf("flight_recorder"));
+  if (r.has("memory")) config.memory = detail::parseMemory(v, r.at("memory"), r.pathOf("memory"));
 
   reconcileParallelism(v, doc, config);
   if (config.checkpoint.dir.empty()) config.checkpoint.dir = config.outputDir + "/ckpt";
@@ -152,6 +153,7 @@ nlohmann::json toJson(const JobConfig& config) {
   out["flight_recorder"] = {{"entries", config.flightRecorder.entries},
                             {"dump_on_finalize", config.flightRecorder.dumpOnFinalize},
                             {"clock", config.flightRecorder.clock}};
+  out["memory"] = {{"malloc", config.memory.malloc}};
   return out;
 }
 

@@ -169,6 +169,13 @@ struct FlightRecorderConfig {
 };
 inline constexpr int64_t kMaxFlightRecorderEntries = int64_t{1} << 20;  // 80 MiB of records
 
+// Host memory (docs/config.md): "retain" keeps freed memory in the process so tensors freed
+// and allocated every step are not faulted in again; "system" is glibc's behaviour
+// (core/malloc_policy.h). STRATA_MALLOC overrides.
+struct MemoryConfig {
+  std::string malloc = "retain";
+};
+
 struct JobConfig {
   ModelParallelConfig modelParallel;
   DataParallelConfig dataParallel;
@@ -181,6 +188,7 @@ struct JobConfig {
   LoggingConfig logging;
   SecurityConfig security;
   FlightRecorderConfig flightRecorder;
+  MemoryConfig memory;
   std::string source = "<defaults>";  // where it came from, for logs (not a key)
 };
 

@@ -26,6 +26,7 @@ CollectivesConfig parseCollectives(const Validator& v, const Json& section,
 LoggingConfig parseLogging(const Validator& v, const Json& section, const std::string& path);
 SecurityConfig parseSecurity(const Validator& v, const Json& section, const std::string& path);
 FlightRecorderConfig parseFlightRecorder(const Validator& v, const Json& section, const std::string& path);
+MemoryConfig parseMemory(const Validator& v, const Json& section, const std::string& path);
 
 // Section serialisers for toJson, in the file's key names.
 Json debuggerToJson(const DebuggerConfig& debugger);

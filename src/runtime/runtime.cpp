@@ -17,6 +17,7 @@
 #include "core/env.h"
 #include "core/errors.h"
 #include "core/logging.h"
+#include "core/malloc_policy.h"
 #include "core/rank_tag.h"
 #include "core/auth.h"
 #include "core/build_config.h"
@@ -228,6 +229,9 @@ void applyEnvironmentOverrides(RuntimeState& s, const InitOptions& options) {
   o.encryptInterHost =
       env::getInt("STRATA_TLS", s.config.security.encryptInterNodeTraffic ? 1 : 0, 0, 1) == 1;
   s.secret = runtime::loadJobSecret(s.config.security.jobSecretFile);
+  // Before the world's buffers and the training loop allocate (core/malloc_policy.h).
+  s.config.memory.malloc = env::getString("STRATA_MALLOC", s.config.memory.malloc, {"retain", "system"});
+  applyMallocPolicy(parseMallocPolicy(s.config.memory.malloc, "memory.malloc"));
   s.flight = runtime::flightSettings(s.config);
   o.flight = runtime::createFlightRecorder(s.flight);
 }
@@ -284,6 +288,7 @@ void logEffectiveSettings(const RuntimeState& s) {
   STRATA_LOG(kInfo, kInit, "collectives: timeout_ms=", s.commOptions.timeout.count(),
              " transport=", s.commOptions.transport, " allreduce_algo=", s.commOptions.allreduceAlgo,
              " shm_slot_bytes=", s.commOptions.shmSlotBytes, " chunk_bytes=", s.commOptions.chunkBytes);
+  STRATA_LOG(kInfo, kInit, "memory: malloc=", s.config.memory.malloc);
   for (const auto& [name, value] : env::strataVariables())
     STRATA_LOG(kInfo, kInit, "env ", name, "=", name == "STRATA_JOB_SECRET" ? "<set>" : value);
   STRATA_LOG(kInfo, kConfig, "job config (", s.config.source, "): ", config::toJson(s.config).dump());

@@ -261,6 +261,8 @@ const BadConfig kBadConfigs[] = {
     {"ProfileTimeNeedsDuration",
      R"({"profiler": {"framework_profile": {"start_unix_time": 1700000000}}})",
      {"/profiler/framework_profile: \"start_unix_time\" needs \"duration\""}},
+    {"MallocPolicyUnknown", R"({"memory": {"malloc": "jemalloc"}})", {"/memory/malloc", "jemalloc", "retain"}},
+    {"MemoryKeyUnknown", R"({"memory": {"malloc_policy": "retain"}})", {"/memory", "malloc_policy"}},
 };
 
 class BadConfigTest : public ::testing::TestWithParam<BadConfig> {};
