@@ -165,7 +165,9 @@ struct LoggingConfig {
 struct FlightRecorderConfig {
   int64_t entries = 2000;  // 0: off
   bool dumpOnFinalize = false;
-  std::string clock = "coarse";  // "coarse" (kernel tick, cheap) | "precise" (ns); STRATA_FLIGHT_CLOCK
+  // "ticker" (a thread stores the time every 1 ms: cheapest) | "coarse" (kernel tick) |
+  // "precise" (ns); STRATA_FLIGHT_CLOCK
+  std::string clock = "ticker";
 };
 inline constexpr int64_t kMaxFlightRecorderEntries = int64_t{1} << 20;  // 80 MiB of records
 

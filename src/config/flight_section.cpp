@@ -8,7 +8,7 @@ FlightRecorderConfig parseFlightRecorder(const Validator& v, const Json& section
   const ObjectReader r(v, section, path, {"entries", "dump_on_finalize", "clock"});
   r.read("entries", fc.entries, 0, kMaxFlightRecorderEntries);
   r.read("dump_on_finalize", fc.dumpOnFinalize);
-  r.readEnum("clock", fc.clock, {"coarse", "precise"});
+  r.readEnum("clock", fc.clock, {"ticker", "coarse", "precise"});
   return fc;
 }
 

@@ -24,7 +24,7 @@ namespace strata::runtime {
 struct FlightSettings {
   int64_t entries = 2000;  // 0: no recorder
   bool dumpOnFinalize = false;
-  collectives::flight::Clock clock = collectives::flight::Clock::kCoarse;
+  collectives::flight::Clock clock = collectives::flight::Clock::kTicker;
   std::string dir;  // where rank-<r>.json goes
 };
 

@@ -35,7 +35,9 @@ TEST(FlightRecorderConfig, DefaultsAndValues) {
   const JobConfig d = defaultJobConfig();
   EXPECT_EQ(d.flightRecorder.entries, 2000);
   EXPECT_FALSE(d.flightRecorder.dumpOnFinalize);
-  EXPECT_EQ(d.flightRecorder.clock, "coarse");
+  EXPECT_EQ(d.flightRecorder.clock, "ticker");
+  EXPECT_EQ(runtime::flightSettings(d).clock, collectives::flight::Clock::kTicker);
+  EXPECT_EQ(parseJobConfig(R"({"flight_recorder": {"clock": "coarse"}})", "j").flightRecorder.clock, "coarse");
   const JobConfig c = parseJobConfig(
       R"({"flight_recorder": {"entries": 0, "dump_on_finalize": true, "clock": "precise"}})", "j");
   EXPECT_EQ(c.flightRecorder.entries, 0);
@@ -68,6 +70,22 @@ TEST(FlightRecorderConfig, EnvironmentWinsAndIsChecked) {
     EXPECT_EQ(s.dir, "out/flight");
   }
   EXPECT_EQ(runtime::flightSettings(c).entries, 10);
+  for (const auto& [name, clock] : {std::pair{"ticker", collectives::flight::Clock::kTicker},
+                                    std::pair{"coarse", collectives::flight::Clock::kCoarse},
+                                    std::pair{"precise", collectives::flight::Clock::kPrecise}}) {
+    ScopedEnv env("STRATA_FLIGHT_CLOCK", name);
+    EXPECT_EQ(runtime::flightSettings(c).clock, clock) << name;
+  }
+  {
+    ScopedEnv badClock("STRATA_FLIGHT_CLOCK", "tsc");
+    try {
+      runtime::flightSettings(c);
+      ADD_FAILURE() << "accepted STRATA_FLIGHT_CLOCK=tsc";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("STRATA_FLIGHT_CLOCK"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("ticker"), std::string::npos) << e.what();
+    }
+  }
   ScopedEnv bad("STRATA_FLIGHT_ENTRIES", "-5");
   try {
     runtime::flightSettings(c);

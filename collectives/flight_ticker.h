@@ -1,0 +1,77 @@
+// The flight recorder's "ticker" clock (Clock::kTicker, the default): one background thread
+// per process ("strata-ticker") stores the monotonic clock (CLOCK_MONOTONIC, in
+// nanoseconds: steady_clock's time base, which CLOCK_MONOTONIC_COARSE shares) into one
+// cache line every kTickerPeriod, so the recorder's hot path reads the time with one
+// relaxed load instead of a vDSO clock_gettime (~2.5 ns a read on the bench host, two per
+// collective: most of record + finish; bench/RESULTS.md).
+//
+// What a reading means: the time of the thread's last store, so it is never later than the
+// truth and at most one gap between two stores earlier: the period (1 ms, finer than the
+// coarse clock's 4 ms tick) plus however long the thread was kept off a core on a loaded
+// machine. The thread keeps the largest gap it has seen (TickerStats::maxGapNs); a
+// snapshot reports it as the clock's resolution, the bound on how early a recorded time
+// can be. Readings never go backwards (one writer storing a monotonic clock).
+//
+// Lifetime: the first acquireTicker() starts the thread, the last releaseTicker() stops and
+// joins it (within about a period). A process that exits with the ticker running does not
+// wait for it (its state is never destroyed, so no destructor joins a thread at exit). In
+// the child of a fork() the thread does not exist: the child's first reading finds the
+// cell cleared (by a pthread_atfork handler), reads the clock itself and starts a new
+// thread when the child still holds references.
+//
+// Threading: every function is thread-safe. tickerNowNs() is lock-free and wait-free
+// except for the first reading after a fork; the others take a mutex.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace strata::collectives::flight {
+
+// The ticker's period: a finer grain than the kernel tick of CLOCK_MONOTONIC_COARSE
+// (1-4 ms) at a cost of ~1000 wake-ups a second (TickerStats::cpuNs, bench/flight_bench).
+inline constexpr std::chrono::microseconds kTickerPeriod{1000};
+
+namespace detail {
+// The last reading, alone on its cache line (it is read on every collective and written
+// every period); 0 while no ticker runs in this process.
+struct alignas(64) TickerCell {
+  std::atomic<uint64_t> ns{0};
+};
+extern TickerCell tickerCell;
+// The clock read directly, (re)starting the thread when this process holds references
+// (the first reading after a fork). Out of line: it is the rare path.
+uint64_t tickerSlowNowNs();
+}  // namespace detail
+
+// CLOCK_MONOTONIC nanoseconds as of the ticker's last store. Valid between
+// acquireTicker() and the matching releaseTicker().
+__attribute__((always_inline)) inline uint64_t tickerNowNs() {
+  const uint64_t ns = detail::tickerCell.ns.load(std::memory_order_relaxed);
+  if (__builtin_expect(ns != 0, 1)) return ns;
+  return detail::tickerSlowNowNs();
+}
+
+// One reference each; the thread runs while any is held. acquireTicker returns once the
+// first reading is stored. Never throws out of release; acquire throws std::system_error
+// when no thread can be started.
+void acquireTicker();
+void releaseTicker();
+
+struct TickerStats {
+  bool running = false;
+  int references = 0;
+  uint64_t ticks = 0;      // stores since the thread started
+  int64_t maxGapNs = 0;    // largest gap between two stores (>= the period once it ticked)
+  int64_t lastGapNs = 0;   // now - the last store (how stale a reading is at this moment)
+  int64_t cpuNs = 0;       // the thread's CPU time (0 when not running)
+};
+TickerStats tickerStats();
+
+// Pure: when the ticker wakes next. `scheduledNs` is the wake-up it slept until, `nowNs`
+// when it woke. On time: one period after the schedule (no drift). Late by a period or
+// more: one period from now (no burst of catch-up wake-ups after a stall).
+int64_t nextTickNs(int64_t scheduledNs, int64_t nowNs, int64_t periodNs);
+
+}  // namespace strata::collectives::flight
