@@ -139,9 +139,11 @@ int runMain(sb::Options opts) {
     if (ticker1.running && ticker0.running && wall1 > wall0) {
       const double seconds = (wall1 - wall0) * 1e-9;
       const double cpuUsPerS = static_cast<double>(ticker1.cpuNs - ticker0.cpuNs) * 1e-3 / seconds;
-      std::printf("# flight recorder ticker thread: %.1f us CPU per s (%.4f%% of a core), %.0f ticks/s, "
-                  "max gap %.2f ms, over %.1f s\n",
-                  cpuUsPerS, cpuUsPerS * 1e-4, static_cast<double>(ticker1.ticks - ticker0.ticks) / seconds,
+      const double ticks = static_cast<double>(ticker1.ticks - ticker0.ticks);
+      std::printf("# flight recorder ticker thread (period %.0f ms): %.1f us CPU per s (%.4f%% of a core), "
+                  "%.0f ticks/s, %.1f us per tick, max gap %.2f ms, over %.1f s\n",
+                  static_cast<double>(flight::tickerPeriod().count()) * 1e-3, cpuUsPerS, cpuUsPerS * 1e-4,
+                  ticks / seconds, ticks > 0 ? cpuUsPerS * seconds / ticks : 0.0,
                   static_cast<double>(ticker1.maxGapNs) * 1e-6, seconds);
     }
     if (opts.minBytes <= k4KiB && k4KiB <= opts.maxBytes) {

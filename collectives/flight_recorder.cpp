@@ -248,7 +248,7 @@ ClockInfo Recorder::clockNow() const {
   }
   if (source_ == Source::kTicker) {
     const TickerStats ticker = tickerStats();
-    c.resolutionNs = std::max({std::chrono::nanoseconds(kTickerPeriod).count(), ticker.maxGapNs, ticker.lastGapNs});
+    c.resolutionNs = std::max({std::chrono::nanoseconds(tickerPeriod()).count(), ticker.maxGapNs, ticker.lastGapNs});
   }
   int64_t elapsed = steadyNs() - anchorSteadyNs_;
   const int64_t minNs = std::chrono::nanoseconds(kMinCalibration).count();

@@ -48,7 +48,8 @@ namespace strata::collectives::flight {
 enum class Op : uint8_t { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kBarrier, kSend, kRecv, kAllocateShared };
 enum class State : uint8_t { kEnqueued, kStarted, kCompleted, kFailed };
 // kTicker: the process's ticker thread's last CLOCK_MONOTONIC reading (flight_ticker.h):
-// one load a read, 1 ms resolution, later by however long the thread was kept off a core.
+// one load a read, the ticker's period (10 ms) as resolution, plus however long the thread
+// was kept off a core.
 // kCoarse: CLOCK_MONOTONIC_COARSE, the kernel tick (1-4 ms resolution), ~2.5 ns a read.
 // kPrecise: the TSC where it is invariant (x86-64 with constant_tsc and nonstop_tsc), else
 // steady_clock: nanoseconds, but 3-5 times the cost of a coarse read (bench/RESULTS.md).
@@ -107,7 +108,7 @@ struct Ticket {
 struct ClockInfo {
   std::string source;       // "ticker" | "coarse" | "tsc" | "steady_clock"
   // How much earlier than the truth a recorded time may be: the coarse clock's tick; the
-  // ticker's largest gap between two stores so far (its period, more under load).
+  // ticker's period or its largest gap between two stores so far (more under load).
   int64_t resolutionNs = 1;
   double ticksPerNs = 1.0;
   uint64_t nowTicks = 0;    // when the snapshot was taken

@@ -5,7 +5,7 @@
 #include <time.h>
 
 #include <algorithm>
-#include <cerrno>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <system_error>
@@ -27,15 +27,25 @@ int64_t monotonicNs() {
   return int64_t{ts.tv_sec} * kNsPerSecond + ts.tv_nsec;
 }
 
+// One run of the thread, with what wakes it early to stop. A new one per start: in a
+// forked child the old one is leaked, because its condition variable may still count the
+// parent's waiter.
+struct TickerThread {
+  std::mutex mu;
+  std::condition_variable wake;
+  bool stop = false;  // under mu
+  std::thread thread;
+};
+
 // The process's ticker. Allocated once and never destroyed: a process that exits while
 // the thread runs must not run a destructor that joins it (or destroys a joinable thread).
 struct TickerState {
-  std::mutex mu;                        // everything but the atomics
+  std::mutex mu;  // everything but the atomics
   int references = 0;
-  std::unique_ptr<std::thread> thread;  // null: no thread in this process
-  bool startFailed = false;             // after a fork: do not retry on every reading
+  std::unique_ptr<TickerThread> thread;  // null: no thread in this process
+  bool startFailed = false;              // after a fork: do not retry on every reading
   bool atforkRegistered = false;
-  std::atomic<bool> stop{false};
+  std::atomic<int64_t> periodNs{std::chrono::nanoseconds(kDefaultTickerPeriod).count()};
   // Written by the thread only (relaxed), read by tickerStats().
   std::atomic<uint64_t> ticks{0};
   std::atomic<int64_t> maxGapNs{0};
@@ -46,24 +56,23 @@ TickerState& tickerState() {
   return *s;
 }
 
-void tickerMain(TickerState* s) {
+// Sleeps until the next tick (steady_clock is CLOCK_MONOTONIC: libstdc++ waits with
+// pthread_cond_clockwait on it), stores the time, until stopped.
+void tickerMain(TickerState* s, TickerThread* t) {
   pthread_setname_np(pthread_self(), "strata-ticker");
-  const int64_t periodNs = std::chrono::nanoseconds(kTickerPeriod).count();
   int64_t last = static_cast<int64_t>(detail::tickerCell.ns.load(std::memory_order_relaxed));
-  int64_t scheduled = last + periodNs;
-  while (!s->stop.load(std::memory_order_acquire)) {
-    const struct timespec wake {
-      static_cast<time_t>(scheduled / kNsPerSecond), static_cast<long>(scheduled % kNsPerSecond)
-    };
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &wake, nullptr) == EINTR) {
-    }
+  int64_t scheduled = last + s->periodNs.load(std::memory_order_relaxed);
+  std::unique_lock<std::mutex> lock(t->mu);
+  while (!t->stop) {
+    t->wake.wait_until(lock, std::chrono::steady_clock::time_point(std::chrono::nanoseconds(scheduled)));
     const int64_t now = monotonicNs();
+    if (t->stop || now < scheduled) continue;  // stopped, or woken early for nothing
     detail::tickerCell.ns.store(static_cast<uint64_t>(now), std::memory_order_relaxed);
     if (now - last > s->maxGapNs.load(std::memory_order_relaxed))
       s->maxGapNs.store(now - last, std::memory_order_relaxed);
     s->ticks.store(s->ticks.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     last = now;
-    scheduled = nextTickNs(scheduled, now, periodNs);
+    scheduled = nextTickNs(scheduled, now, s->periodNs.load(std::memory_order_relaxed));
   }
 }
 
@@ -71,7 +80,6 @@ void tickerMain(TickerState* s) {
 // sees 0 once acquireTicker() returned. The thread starts with every signal blocked: a
 // process-directed signal (SIGUSR2, SIGTERM) goes to a thread that handles it.
 void startLocked(TickerState& s) {
-  s.stop.store(false, std::memory_order_relaxed);
   s.ticks.store(0, std::memory_order_relaxed);
   s.maxGapNs.store(0, std::memory_order_relaxed);
   detail::tickerCell.ns.store(static_cast<uint64_t>(monotonicNs()), std::memory_order_relaxed);
@@ -79,7 +87,9 @@ void startLocked(TickerState& s) {
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &previous);
   try {
-    s.thread = std::make_unique<std::thread>(tickerMain, &s);
+    auto t = std::make_unique<TickerThread>();
+    t->thread = std::thread(tickerMain, &s, t.get());
+    s.thread = std::move(t);
   } catch (...) {
     pthread_sigmask(SIG_SETMASK, &previous, nullptr);
     detail::tickerCell.ns.store(0, std::memory_order_relaxed);
@@ -90,13 +100,17 @@ void startLocked(TickerState& s) {
 
 void stopLocked(TickerState& s) {
   if (!s.thread) return;
-  s.stop.store(true, std::memory_order_release);
-  s.thread->join();  // within about a period: the thread only sleeps and stores
+  {
+    std::lock_guard<std::mutex> lock(s.thread->mu);
+    s.thread->stop = true;
+  }
+  s.thread->wake.notify_one();
+  s.thread->thread.join();  // at once: the thread only sleeps and stores
   s.thread.reset();
   detail::tickerCell.ns.store(0, std::memory_order_relaxed);
 }
 
-// fork(): the child has no ticker thread. Its copy of the std::thread is leaked (joining
+// fork(): the child has no ticker thread. Its copy of the TickerThread is leaked (joining
 // or destroying it would act on a thread of the parent) and the cell is cleared, so the
 // child's first reading takes the slow path and starts a thread of its own. Only atomic
 // stores and a mutex unlock run in the child (it may be about to exec).
@@ -135,6 +149,16 @@ void releaseTicker() {
   if (s.references == 0) stopLocked(s);
 }
 
+void setTickerPeriod(std::chrono::microseconds period) {
+  period = std::clamp(period, kMinTickerPeriod, kMaxTickerPeriod);
+  tickerState().periodNs.store(std::chrono::nanoseconds(period).count(), std::memory_order_relaxed);
+}
+
+std::chrono::microseconds tickerPeriod() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::nanoseconds(tickerState().periodNs.load(std::memory_order_relaxed)));
+}
+
 TickerStats tickerStats() {
   TickerState& s = tickerState();
   std::lock_guard<std::mutex> lock(s.mu);
@@ -147,7 +171,7 @@ TickerStats tickerStats() {
   if (last != 0) st.lastGapNs = std::max<int64_t>(0, monotonicNs() - static_cast<int64_t>(last));
   clockid_t cpuClock;
   struct timespec ts {};
-  if (s.thread && pthread_getcpuclockid(s.thread->native_handle(), &cpuClock) == 0 &&
+  if (s.thread && pthread_getcpuclockid(s.thread->thread.native_handle(), &cpuClock) == 0 &&
       clock_gettime(cpuClock, &ts) == 0)
     st.cpuNs = int64_t{ts.tv_sec} * kNsPerSecond + ts.tv_nsec;
   return st;

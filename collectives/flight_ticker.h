@@ -1,19 +1,23 @@
 // The flight recorder's "ticker" clock (Clock::kTicker, the default): one background thread
 // per process ("strata-ticker") stores the monotonic clock (CLOCK_MONOTONIC, in
 // nanoseconds: steady_clock's time base, which CLOCK_MONOTONIC_COARSE shares) into one
-// cache line every kTickerPeriod, so the recorder's hot path reads the time with one
-// relaxed load instead of a vDSO clock_gettime (~2.5 ns a read on the bench host, two per
-// collective: most of record + finish; bench/RESULTS.md).
+// cache line every period, so the recorder's hot path reads the time with one relaxed load
+// instead of a vDSO clock_gettime (~2.5 ns a read on the bench host, two per collective:
+// most of record + finish; bench/RESULTS.md).
+//
+// The period is a trade: every wake-up costs the thread ~10 us of CPU on the bench host
+// (30-60 us on a loaded one), taken from whatever ran on that core, often a rank spinning
+// in a collective. At 1 ms that is ~1% of a core per process, more than the ~4 ns a
+// collective saves; at the default 10 ms it is ~0.1%. Readings are as coarse as the period.
 //
 // What a reading means: the time of the thread's last store, so it is never later than the
-// truth and at most one gap between two stores earlier: the period (1 ms, finer than the
-// coarse clock's 4 ms tick) plus however long the thread was kept off a core on a loaded
-// machine. The thread keeps the largest gap it has seen (TickerStats::maxGapNs); a
+// truth and at most one gap between two stores earlier: the period plus however long the
+// thread was kept off a core on a loaded machine. The thread keeps the largest gap it has seen (TickerStats::maxGapNs); a
 // snapshot reports it as the clock's resolution, the bound on how early a recorded time
 // can be. Readings never go backwards (one writer storing a monotonic clock).
 //
-// Lifetime: the first acquireTicker() starts the thread, the last releaseTicker() stops and
-// joins it (within about a period). A process that exits with the ticker running does not
+// Lifetime: the first acquireTicker() starts the thread, the last releaseTicker() wakes,
+// stops and joins it. A process that exits with the ticker running does not
 // wait for it (its state is never destroyed, so no destructor joins a thread at exit). In
 // the child of a fork() the thread does not exist: the child's first reading finds the
 // cell cleared (by a pthread_atfork handler), reads the clock itself and starts a new
@@ -29,9 +33,11 @@
 
 namespace strata::collectives::flight {
 
-// The ticker's period: a finer grain than the kernel tick of CLOCK_MONOTONIC_COARSE
-// (1-4 ms) at a cost of ~1000 wake-ups a second (TickerStats::cpuNs, bench/flight_bench).
-inline constexpr std::chrono::microseconds kTickerPeriod{1000};
+// The ticker's default period (flight_recorder.tick_ms; measured in bench/RESULTS.md,
+// TickerStats::cpuNs) and the range setTickerPeriod accepts.
+inline constexpr std::chrono::milliseconds kDefaultTickerPeriod{10};
+inline constexpr std::chrono::microseconds kMinTickerPeriod{100};
+inline constexpr std::chrono::microseconds kMaxTickerPeriod{1000000};
 
 namespace detail {
 // The last reading, alone on its cache line (it is read on every collective and written
@@ -59,11 +65,15 @@ __attribute__((always_inline)) inline uint64_t tickerNowNs() {
 void acquireTicker();
 void releaseTicker();
 
+// Process-wide, from the next tick on (clamped to [kMinTickerPeriod, kMaxTickerPeriod]).
+void setTickerPeriod(std::chrono::microseconds period);
+std::chrono::microseconds tickerPeriod();
+
 struct TickerStats {
   bool running = false;
   int references = 0;
   uint64_t ticks = 0;      // stores since the thread started
-  int64_t maxGapNs = 0;    // largest gap between two stores (>= the period once it ticked)
+  int64_t maxGapNs = 0;    // largest gap between two stores since the thread started
   int64_t lastGapNs = 0;   // now - the last store (how stale a reading is at this moment)
   int64_t cpuNs = 0;       // the thread's CPU time (0 when not running)
 };

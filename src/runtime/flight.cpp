@@ -134,12 +134,15 @@ FlightSettings flightSettings(const config::JobConfig& config) {
   const std::string clock =
       env::getString("STRATA_FLIGHT_CLOCK", config.flightRecorder.clock, {"ticker", "coarse", "precise"});
   s.clock = clock == "precise" ? flight::Clock::kPrecise : clock == "coarse" ? flight::Clock::kCoarse : flight::Clock::kTicker;
+  s.tickPeriod = std::chrono::milliseconds(env::getInt("STRATA_FLIGHT_TICK_MS", config.flightRecorder.tickMs,
+                                                      config::kMinFlightTickMs, config::kMaxFlightTickMs));
   s.dir = config.outputDir + "/flight";
   return s;
 }
 
 std::shared_ptr<flight::Recorder> createFlightRecorder(const FlightSettings& settings) {
   if (settings.entries == 0) return nullptr;
+  if (settings.clock == flight::Clock::kTicker) flight::setTickerPeriod(settings.tickPeriod);
   return std::make_shared<flight::Recorder>(static_cast<size_t>(settings.entries), settings.clock);
 }
 

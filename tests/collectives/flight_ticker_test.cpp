@@ -71,7 +71,7 @@ TEST(FlightTicker, AdvancesWhileHeldAndStopsWhenReleased) {
   EXPECT_TRUE(st.running);
   EXPECT_GE(st.references, 2);
   EXPECT_GE(st.ticks, 1u);
-  EXPECT_GE(st.maxGapNs, std::chrono::nanoseconds(kTickerPeriod).count());
+  EXPECT_GE(st.maxGapNs, std::chrono::nanoseconds(tickerPeriod()).count());  // it slept a whole period
   releaseTicker();  // one reference left: still running
   EXPECT_TRUE(tickerStats().running);
   releaseTicker();
@@ -83,6 +83,20 @@ TEST(FlightTicker, AdvancesWhileHeldAndStopsWhenReleased) {
   EXPECT_TRUE(advancesPast(tickerNowNs()));
   releaseTicker();
   EXPECT_FALSE(tickerStats().running);
+}
+
+TEST(FlightTicker, PeriodIsClampedAndTakesEffect) {
+  setTickerPeriod(std::chrono::microseconds(1));
+  EXPECT_EQ(tickerPeriod(), kMinTickerPeriod);
+  setTickerPeriod(std::chrono::hours(1));
+  EXPECT_EQ(tickerPeriod(), kMaxTickerPeriod);
+  setTickerPeriod(std::chrono::milliseconds(2));
+  EXPECT_EQ(tickerPeriod(), std::chrono::milliseconds(2));
+  acquireTicker();
+  EXPECT_TRUE(advancesPast(tickerNowNs()));
+  releaseTicker();
+  setTickerPeriod(kDefaultTickerPeriod);
+  EXPECT_EQ(tickerPeriod(), kDefaultTickerPeriod);
 }
 
 // Readings never go backwards and are never later than the clock itself.
@@ -166,7 +180,7 @@ TEST(FlightTicker, RecorderTimesAreMonotonicAndPlausible) {
   }
   const Snapshot snap = rec.snapshot();
   EXPECT_EQ(snap.clock.source, "ticker");
-  EXPECT_GE(snap.clock.resolutionNs, std::chrono::nanoseconds(kTickerPeriod).count());
+  EXPECT_GE(snap.clock.resolutionNs, std::chrono::nanoseconds(tickerPeriod()).count());
   ASSERT_EQ(snap.entries.size(), 40u);
   int64_t previous = 0;
   for (const Entry& e : snap.entries) {

@@ -1,6 +1,7 @@
 // The "flight_recorder" section and its environment overrides (runtime::flightSettings).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
 
@@ -39,12 +40,15 @@ TEST(FlightRecorderConfig, DefaultsAndValues) {
   EXPECT_EQ(runtime::flightSettings(d).clock, collectives::flight::Clock::kTicker);
   EXPECT_EQ(parseJobConfig(R"({"flight_recorder": {"clock": "coarse"}})", "j").flightRecorder.clock, "coarse");
   const JobConfig c = parseJobConfig(
-      R"({"flight_recorder": {"entries": 0, "dump_on_finalize": true, "clock": "precise"}})", "j");
+      R"({"flight_recorder": {"entries": 0, "dump_on_finalize": true, "clock": "precise", "tick_ms": 4}})", "j");
   EXPECT_EQ(c.flightRecorder.entries, 0);
   EXPECT_TRUE(c.flightRecorder.dumpOnFinalize);
   EXPECT_EQ(c.flightRecorder.clock, "precise");
+  EXPECT_EQ(c.flightRecorder.tickMs, 4);
+  EXPECT_EQ(d.flightRecorder.tickMs, 10);
   const nlohmann::json j = toJson(c);
-  EXPECT_EQ(j["flight_recorder"], (nlohmann::json{{"entries", 0}, {"dump_on_finalize", true}, {"clock", "precise"}}));
+  EXPECT_EQ(j["flight_recorder"],
+            (nlohmann::json{{"entries", 0}, {"dump_on_finalize", true}, {"clock", "precise"}, {"tick_ms", 4}}));
   EXPECT_EQ(toJson(parseJobConfig(j.dump(), "again")), j);
 }
 
@@ -55,6 +59,8 @@ TEST(FlightRecorderConfig, BadValuesNameTheField) {
   EXPECT_NE(errorOf(R"({"flight_recorder": {"dump_on_finalise": true}})").find("did you mean \"dump_on_finalize\"?"),
             std::string::npos);
   EXPECT_NE(errorOf(R"({"flight_recorder": {"clock": "tsc"}})").find("\"coarse\""), std::string::npos);
+  EXPECT_NE(errorOf(R"({"flight_recorder": {"tick_ms": 0}})").find("/flight_recorder/tick_ms"), std::string::npos);
+  EXPECT_NE(errorOf(R"({"flight_recorder": {"tick_ms": 5000}})").find("5000"), std::string::npos);
 }
 
 TEST(FlightRecorderConfig, EnvironmentWinsAndIsChecked) {
@@ -63,13 +69,16 @@ TEST(FlightRecorderConfig, EnvironmentWinsAndIsChecked) {
     ScopedEnv entries("STRATA_FLIGHT_ENTRIES", "64");
     ScopedEnv finalize("STRATA_FLIGHT_DUMP_ON_FINALIZE", "1");
     ScopedEnv clock("STRATA_FLIGHT_CLOCK", "precise");
+    ScopedEnv tick("STRATA_FLIGHT_TICK_MS", "25");
     const runtime::FlightSettings s = runtime::flightSettings(c);
     EXPECT_EQ(s.entries, 64);
     EXPECT_TRUE(s.dumpOnFinalize);
     EXPECT_EQ(s.clock, collectives::flight::Clock::kPrecise);
+    EXPECT_EQ(s.tickPeriod, std::chrono::milliseconds(25));
     EXPECT_EQ(s.dir, "out/flight");
   }
   EXPECT_EQ(runtime::flightSettings(c).entries, 10);
+  EXPECT_EQ(runtime::flightSettings(c).tickPeriod, std::chrono::milliseconds(10));
   for (const auto& [name, clock] : {std::pair{"ticker", collectives::flight::Clock::kTicker},
                                     std::pair{"coarse", collectives::flight::Clock::kCoarse},
                                     std::pair{"precise", collectives::flight::Clock::kPrecise}}) {
