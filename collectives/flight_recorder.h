@@ -48,7 +48,7 @@ namespace strata::collectives::flight {
 enum class Op : uint8_t { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kBarrier, kSend, kRecv, kAllocateShared };
 enum class State : uint8_t { kEnqueued, kStarted, kCompleted, kFailed };
 // kTicker: the process's ticker thread's last CLOCK_MONOTONIC reading (flight_ticker.h):
-// one load a read, the ticker's period (10 ms) as resolution, plus however long the thread
+// one load a read, the ticker's period (50 ms) as resolution, plus however long the thread
 // was kept off a core.
 // kCoarse: CLOCK_MONOTONIC_COARSE, the kernel tick (1-4 ms resolution), ~2.5 ns a read.
 // kPrecise: the TSC where it is invariant (x86-64 with constant_tsc and nonstop_tsc), else

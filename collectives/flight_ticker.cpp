@@ -189,7 +189,10 @@ uint64_t detail::tickerSlowNowNs() {
       }
     }
   }
-  return static_cast<uint64_t>(monotonicNs());
+  // The new thread's first store, not a later clock read: the next reading (the cell) must
+  // not be earlier than this one.
+  const uint64_t cell = detail::tickerCell.ns.load(std::memory_order_relaxed);
+  return cell != 0 ? cell : static_cast<uint64_t>(monotonicNs());
 }
 
 }  // namespace strata::collectives::flight

@@ -5,10 +5,10 @@
 // instead of a vDSO clock_gettime (~2.5 ns a read on the bench host, two per collective:
 // most of record + finish; bench/RESULTS.md).
 //
-// The period is a trade: every wake-up costs the thread ~10 us of CPU on the bench host
-// (30-60 us on a loaded one), taken from whatever ran on that core, often a rank spinning
-// in a collective. At 1 ms that is ~1% of a core per process, more than the ~4 ns a
-// collective saves; at the default 10 ms it is ~0.1%. Readings are as coarse as the period.
+// The period is a trade: every wake-up costs the thread 10-90 us of CPU on the (loaded)
+// bench host, taken from whatever ran on that core, often a rank spinning in a collective:
+// 1.2-1.5% of a core at 1 ms, 0.4-0.7% at 10 ms, 0.08-0.12% at the default 50 ms
+// (bench/RESULTS.md). Readings are as coarse as the period.
 //
 // What a reading means: the time of the thread's last store, so it is never later than the
 // truth and at most one gap between two stores earlier: the period plus however long the
@@ -35,7 +35,7 @@ namespace strata::collectives::flight {
 
 // The ticker's default period (flight_recorder.tick_ms; measured in bench/RESULTS.md,
 // TickerStats::cpuNs) and the range setTickerPeriod accepts.
-inline constexpr std::chrono::milliseconds kDefaultTickerPeriod{10};
+inline constexpr std::chrono::milliseconds kDefaultTickerPeriod{50};
 inline constexpr std::chrono::microseconds kMinTickerPeriod{100};
 inline constexpr std::chrono::microseconds kMaxTickerPeriod{1000000};
 

@@ -170,7 +170,7 @@ struct FlightRecorderConfig {
   std::string clock = "ticker";
   // The ticker's period: the times' resolution, against ~1000/tick_ms wake-ups a second
   // (docs/flight_recorder.md); STRATA_FLIGHT_TICK_MS.
-  int64_t tickMs = 10;
+  int64_t tickMs = 50;
 };
 inline constexpr int64_t kMinFlightTickMs = 1;
 inline constexpr int64_t kMaxFlightTickMs = 1000;

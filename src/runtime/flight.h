@@ -26,7 +26,7 @@ struct FlightSettings {
   int64_t entries = 2000;  // 0: no recorder
   bool dumpOnFinalize = false;
   collectives::flight::Clock clock = collectives::flight::Clock::kTicker;
-  std::chrono::milliseconds tickPeriod{10};  // the ticker's (process-wide)
+  std::chrono::milliseconds tickPeriod{50};  // the ticker's (process-wide)
   std::string dir;  // where rank-<r>.json goes
 };
 
