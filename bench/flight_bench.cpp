@@ -7,8 +7,9 @@
 // own cost: record + finish of one operation in a tight loop (no communication; in a
 // communicator's own lane, as collectives record, and in the shared lane), which
 // does not drown in scheduling noise the way a 1% difference of two timings does.
-// Prints "# flight recorder overhead 4KiB: <time on / time off>" and
-// "# flight recorder record+finish ns: <ns>". Usage: bench/run_flight.sh.
+// Prints "# flight recorder overhead 4KiB: <time on / time off>", the record+finish ns of
+// each clock (ticker, coarse, precise), and the ticker thread's own CPU time over the whole
+// run (the price of the ticker clock, paid once per process). Usage: bench/run_flight.sh.
 #include <mpi.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,10 +19,12 @@
 #include <cstdlib>
 #include <fstream>
 #include <stdexcept>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "collectives/communicator.h"
+#include "collectives/flight_ticker.h"
 #include "common.h"
 #include "strata/runtime.h"
 
@@ -81,8 +84,21 @@ double medianUs(const std::string& jsonPath, const std::string& impl, size_t byt
   throw std::runtime_error("no " + impl + " row in " + jsonPath);
 }
 
+double wallNs() {
+  return static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::steady_clock::now().time_since_epoch())
+                                 .count());
+}
+
+const char* runClockName() {
+  const char* env = std::getenv("STRATA_FLIGHT_CLOCK");
+  return env && *env ? env : "ticker";
+}
+
 int runMain(sb::Options opts) {
   constexpr size_t k4KiB = 4096;
+  const double wall0 = wallNs();
+  const flight::TickerStats ticker0 = flight::tickerStats();
   const bool ownJson = opts.jsonPath.empty();  // the ratio is read back from the harness's JSON
   if (ownJson) opts.jsonPath = "/tmp/flight_bench." + std::to_string(getpid()) + ".json";
   gBuf = static_cast<float*>(sb::allocPrefaulted(opts.maxBytes));
@@ -104,16 +120,32 @@ int runMain(sb::Options opts) {
   strata::world().communicator().TEST_enableFlightRecorder(true);
   // Every rank runs the loops at once (rank 0 reports): a rank left waiting in a barrier
   // would poll on the other core and slow rank 0's loop, which training never does.
+  // The ticker's CPU over the AllReduce trials only: the loops below hold it too, but
+  // time it less fairly (both cores busy).
+  const flight::TickerStats ticker1 = flight::tickerStats();
+  const double wall1 = wallNs();
+  const double ticker = recordCostNs(flight::Clock::kTicker);
   const double coarse = recordCostNs(flight::Clock::kCoarse);
   const double precise = recordCostNs(flight::Clock::kPrecise);
-  const double shared = recordCostNs(flight::Clock::kCoarse, false);
+  const double shared = recordCostNs(flight::Clock::kTicker, false);
   if (sb::mpiRank() == 0) {
-    const bool isPrecise = std::getenv("STRATA_FLIGHT_CLOCK") && std::string(std::getenv("STRATA_FLIGHT_CLOCK")) == "precise";
-    const double cost = isPrecise ? precise : coarse;
-    std::printf("# flight recorder clock of the runs above: %s\n", isPrecise ? "precise" : "coarse");
+    const std::string clock = runClockName();
+    const double cost = clock == "precise" ? precise : clock == "coarse" ? coarse : ticker;
+    std::printf("# flight recorder clock of the runs above: %s\n", clock.c_str());
+    std::printf("# flight recorder record+finish ns (ticker clock): %.1f\n", ticker);
     std::printf("# flight recorder record+finish ns (coarse clock): %.1f\n", coarse);
     std::printf("# flight recorder record+finish ns (precise clock): %.1f\n", precise);
-    std::printf("# flight recorder record+finish ns (coarse clock, shared lane: p2p, queued): %.1f\n", shared);
+    std::printf("# flight recorder record+finish ns (ticker clock, shared lane: p2p, queued): %.1f\n", shared);
+    if (ticker1.running && ticker0.running && wall1 > wall0) {
+      const double seconds = (wall1 - wall0) * 1e-9;
+      const double cpuUsPerS = static_cast<double>(ticker1.cpuNs - ticker0.cpuNs) * 1e-3 / seconds;
+      const double ticks = static_cast<double>(ticker1.ticks - ticker0.ticks);
+      std::printf("# flight recorder ticker thread (period %.0f ms): %.1f us CPU per s (%.4f%% of a core), "
+                  "%.0f ticks/s, %.1f us per tick, max gap %.2f ms, over %.1f s\n",
+                  static_cast<double>(flight::tickerPeriod().count()) * 1e-3, cpuUsPerS, cpuUsPerS * 1e-4,
+                  ticks / seconds, ticks > 0 ? cpuUsPerS * seconds / ticks : 0.0,
+                  static_cast<double>(ticker1.maxGapNs) * 1e-6, seconds);
+    }
     if (opts.minBytes <= k4KiB && k4KiB <= opts.maxBytes) {
       const double off = medianUs(opts.jsonPath, "recorder-off", k4KiB);
       const double on = medianUs(opts.jsonPath, "recorder-on", k4KiB);

@@ -5,7 +5,9 @@
 #   np2_run{1..R}.txt/.json   each run's table and its "# flight recorder ..." lines
 #   machine.txt               nproc, CPU, kernel, git SHA, load before every run
 # Every run first waits for a quiet machine (quiet.sh, QUIET_WAIT_S). Extra arguments go to
-# every run (e.g. --repeats 41). Environment: BIN (default build/bench/flight_bench), RUNS, OUT.
+# every run (e.g. --repeats 41). Environment: BIN (default build/bench/flight_bench), RUNS, OUT;
+# STRATA_FLIGHT_CLOCK and STRATA_FLIGHT_TICK_MS reach the ranks (the clock of the recorder-on
+# runs and the ticker's period, whose CPU cost the "ticker thread" line reports).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="${BIN:-$ROOT/build/bench/flight_bench}"

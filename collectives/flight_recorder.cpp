@@ -108,6 +108,15 @@ Recorder::Recorder(size_t capacity, Clock clock)
   lanes_[0].store(ownedRings_.back().get(), std::memory_order_release);
   laneTaken_[0] = true;  // the shared lane is never handed out
   if (clock == Clock::kPrecise) source_ = invariantTsc() ? Source::kTsc : Source::kSteady;
+  if (clock == Clock::kTicker) {
+    try {
+      acquireTicker();
+      source_ = Source::kTicker;
+    } catch (const std::exception& e) {
+      // A clock thread is not worth failing a job for: the coarse clock tells the same time.
+      STRATA_LOG(kWarn, kColl, "flight recorder: no ticker thread (", e.what(), "), using the coarse clock");
+    }
+  }
   static const bool vdsoResolved = [] {
     if (const ClockGettimeFn direct = vdsoClockGettime()) coarseClockGettime_.store(direct, std::memory_order_relaxed);
     return true;
@@ -117,7 +126,9 @@ Recorder::Recorder(size_t capacity, Clock clock)
   anchorTicks_ = nowTicks();
 }
 
-Recorder::~Recorder() = default;
+Recorder::~Recorder() {
+  if (source_ == Source::kTicker) releaseTicker();
+}
 
 uint32_t Recorder::acquireLane() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -229,17 +240,24 @@ bool Recorder::readSlot(const Slot& s, Entry* out) const {
 ClockInfo Recorder::clockNow() const {
   ClockInfo c;
   const bool tsc = source_ == Source::kTsc;
-  c.source = tsc ? "tsc" : source_ == Source::kCoarse ? "coarse" : "steady_clock";
+  c.source = source_ == Source::kTicker ? "ticker" : tsc ? "tsc" : source_ == Source::kCoarse ? "coarse" : "steady_clock";
   if (source_ == Source::kCoarse) {
     struct timespec res {};
     clock_getres(CLOCK_MONOTONIC_COARSE, &res);
     c.resolutionNs = int64_t{res.tv_sec} * 1000000000 + res.tv_nsec;
   }
+  if (source_ == Source::kTicker) {
+    const TickerStats ticker = tickerStats();
+    c.resolutionNs = std::max({std::chrono::nanoseconds(tickerPeriod()).count(), ticker.maxGapNs, ticker.lastGapNs});
+  }
   int64_t elapsed = steadyNs() - anchorSteadyNs_;
   const int64_t minNs = std::chrono::nanoseconds(kMinCalibration).count();
   if (tsc && elapsed < minNs) std::this_thread::sleep_for(std::chrono::nanoseconds(minNs - elapsed));
   c.nowSteadyNs = steadyNs();
-  c.nowTicks = nowTicks();
+  // The ticker's ticks are CLOCK_MONOTONIC (steady_clock's) nanoseconds: "now" is the clock
+  // itself, not the ticker's possibly late cell, so a late record converts to its (early)
+  // reading and never to a time after the dump.
+  c.nowTicks = source_ == Source::kTicker ? static_cast<uint64_t>(c.nowSteadyNs) : nowTicks();
   c.nowUnixNs = unixNs();
   elapsed = c.nowSteadyNs - anchorSteadyNs_;
   if (tsc && elapsed > 0) c.ticksPerNs = static_cast<double>(c.nowTicks - anchorTicks_) / static_cast<double>(elapsed);

@@ -18,8 +18,8 @@
 // on the bench host), so record/start/finish take no lock, allocate nothing, format
 // nothing and are inline (defined at the end of this header): a slot claimed by a plain
 // increment in a private lane (an atomic add in the shared one), plain stores into it, the
-// next slot prefetched, and one clock read at each state change (the coarse clock by
-// default, read through the vDSO directly: the cheapest). A synchronous collective reads
+// next slot prefetched, and one clock read at each state change (by default the ticker's
+// cell: one relaxed load, collectives/flight_ticker.h). A synchronous collective reads
 // the clock twice: once for enqueue and start (the same moment: equal times in the
 // record), once for its end.
 //
@@ -40,16 +40,20 @@
 #include <string>
 #include <vector>
 
+#include "collectives/flight_ticker.h"
 #include "strata/types.h"
 
 namespace strata::collectives::flight {
 
 enum class Op : uint8_t { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kBarrier, kSend, kRecv, kAllocateShared };
 enum class State : uint8_t { kEnqueued, kStarted, kCompleted, kFailed };
-// kCoarse: CLOCK_MONOTONIC_COARSE, the kernel tick (1-4 ms resolution), a few ns a read.
+// kTicker: the process's ticker thread's last CLOCK_MONOTONIC reading (flight_ticker.h):
+// one load a read, the ticker's period (50 ms) as resolution, plus however long the thread
+// was kept off a core.
+// kCoarse: CLOCK_MONOTONIC_COARSE, the kernel tick (1-4 ms resolution), ~2.5 ns a read.
 // kPrecise: the TSC where it is invariant (x86-64 with constant_tsc and nonstop_tsc), else
 // steady_clock: nanoseconds, but 3-5 times the cost of a coarse read (bench/RESULTS.md).
-enum class Clock : uint8_t { kCoarse, kPrecise };
+enum class Clock : uint8_t { kTicker, kCoarse, kPrecise };
 const char* opName(Op op);        // "allreduce", ..., "send", "recv", "allocate_shared"
 const char* stateName(State state);  // "enqueued", "started", "completed", "failed"
 
@@ -102,7 +106,9 @@ struct Ticket {
 
 // The clock of a snapshot: ticks -> Unix nanoseconds.
 struct ClockInfo {
-  std::string source;       // "coarse" | "tsc" | "steady_clock"
+  std::string source;       // "ticker" | "coarse" | "tsc" | "steady_clock"
+  // How much earlier than the truth a recorded time may be: the coarse clock's tick; the
+  // ticker's period or its largest gap between two stores so far (more under load).
   int64_t resolutionNs = 1;
   double ticksPerNs = 1.0;
   uint64_t nowTicks = 0;    // when the snapshot was taken
@@ -128,8 +134,10 @@ struct Snapshot {
 
 class Recorder {
  public:
-  // Keeps the newest `capacity` (>= 1) records; allocates the whole ring now.
-  explicit Recorder(size_t capacity, Clock clock = Clock::kCoarse);
+  // Keeps the newest `capacity` (>= 1) records; allocates the whole ring now. kTicker holds
+  // a reference to the process's ticker thread while the recorder lives (the coarse clock
+  // when no thread can be started).
+  explicit Recorder(size_t capacity, Clock clock = Clock::kTicker);
   ~Recorder();
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
@@ -167,7 +175,8 @@ class Recorder {
 
   // The hot path's clock (public for tests and benchmarks).
   uint64_t nowTicks() const {
-    if (__builtin_expect(source_ == Source::kCoarse, 1)) return coarseTicks();
+    if (__builtin_expect(source_ == Source::kTicker, 1)) return tickerNowNs();
+    if (source_ == Source::kCoarse) return coarseTicks();
     return preciseTicks();
   }
 
@@ -194,7 +203,7 @@ class Recorder {
   std::atomic<Ring*> lanes_[kMaxLanes + 1] = {};
   std::vector<std::unique_ptr<Ring>> ownedRings_;  // under mu_
   std::vector<bool> laneTaken_;                    // under mu_, [lane]
-  enum class Source : uint8_t { kCoarse, kTsc, kSteady };
+  enum class Source : uint8_t { kTicker, kCoarse, kTsc, kSteady };
   Source source_ = Source::kCoarse;
   uint64_t anchorTicks_ = 0;  // at construction, to calibrate the TSC
   int64_t anchorSteadyNs_ = 0;

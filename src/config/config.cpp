@@ -152,7 +152,8 @@ nlohmann::json toJson(const JobConfig& config) {
   out["security"] = detail::securityToJson(config.security);
   out["flight_recorder"] = {{"entries", config.flightRecorder.entries},
                             {"dump_on_finalize", config.flightRecorder.dumpOnFinalize},
-                            {"clock", config.flightRecorder.clock}};
+                            {"clock", config.flightRecorder.clock},
+                            {"tick_ms", config.flightRecorder.tickMs}};
   out["memory"] = {{"malloc", config.memory.malloc}};
   return out;
 }

@@ -165,8 +165,15 @@ struct LoggingConfig {
 struct FlightRecorderConfig {
   int64_t entries = 2000;  // 0: off
   bool dumpOnFinalize = false;
-  std::string clock = "coarse";  // "coarse" (kernel tick, cheap) | "precise" (ns); STRATA_FLIGHT_CLOCK
+  // "ticker" (a thread stores the time every 1 ms: cheapest) | "coarse" (kernel tick) |
+  // "precise" (ns); STRATA_FLIGHT_CLOCK
+  std::string clock = "ticker";
+  // The ticker's period: the times' resolution, against ~1000/tick_ms wake-ups a second
+  // (docs/flight_recorder.md); STRATA_FLIGHT_TICK_MS.
+  int64_t tickMs = 50;
 };
+inline constexpr int64_t kMinFlightTickMs = 1;
+inline constexpr int64_t kMaxFlightTickMs = 1000;
 inline constexpr int64_t kMaxFlightRecorderEntries = int64_t{1} << 20;  // 80 MiB of records
 
 // Host memory (docs/config.md): "retain" keeps freed memory in the process so tensors freed

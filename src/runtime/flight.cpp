@@ -131,14 +131,18 @@ FlightSettings flightSettings(const config::JobConfig& config) {
   FlightSettings s;
   s.entries = env::getInt("STRATA_FLIGHT_ENTRIES", config.flightRecorder.entries, 0, config::kMaxFlightRecorderEntries);
   s.dumpOnFinalize = env::getInt("STRATA_FLIGHT_DUMP_ON_FINALIZE", config.flightRecorder.dumpOnFinalize ? 1 : 0, 0, 1) == 1;
-  const std::string clock = env::getString("STRATA_FLIGHT_CLOCK", config.flightRecorder.clock, {"coarse", "precise"});
-  s.clock = clock == "precise" ? flight::Clock::kPrecise : flight::Clock::kCoarse;
+  const std::string clock =
+      env::getString("STRATA_FLIGHT_CLOCK", config.flightRecorder.clock, {"ticker", "coarse", "precise"});
+  s.clock = clock == "precise" ? flight::Clock::kPrecise : clock == "coarse" ? flight::Clock::kCoarse : flight::Clock::kTicker;
+  s.tickPeriod = std::chrono::milliseconds(env::getInt("STRATA_FLIGHT_TICK_MS", config.flightRecorder.tickMs,
+                                                      config::kMinFlightTickMs, config::kMaxFlightTickMs));
   s.dir = config.outputDir + "/flight";
   return s;
 }
 
 std::shared_ptr<flight::Recorder> createFlightRecorder(const FlightSettings& settings) {
   if (settings.entries == 0) return nullptr;
+  if (settings.clock == flight::Clock::kTicker) flight::setTickerPeriod(settings.tickPeriod);
   return std::make_shared<flight::Recorder>(static_cast<size_t>(settings.entries), settings.clock);
 }
 

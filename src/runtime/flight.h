@@ -12,6 +12,7 @@
 // from any thread. STRATA_HANDLE_SIGNALS=0 leaves SIGUSR2 alone, as it does SIGTERM/SIGINT.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -24,12 +25,13 @@ namespace strata::runtime {
 struct FlightSettings {
   int64_t entries = 2000;  // 0: no recorder
   bool dumpOnFinalize = false;
-  collectives::flight::Clock clock = collectives::flight::Clock::kCoarse;
+  collectives::flight::Clock clock = collectives::flight::Clock::kTicker;
+  std::chrono::milliseconds tickPeriod{50};  // the ticker's (process-wide)
   std::string dir;  // where rank-<r>.json goes
 };
 
 // The job config's flight_recorder section, with STRATA_FLIGHT_ENTRIES,
-// STRATA_FLIGHT_DUMP_ON_FINALIZE and STRATA_FLIGHT_CLOCK taking precedence. Throws ConfigError naming a bad variable.
+// STRATA_FLIGHT_DUMP_ON_FINALIZE, STRATA_FLIGHT_CLOCK and STRATA_FLIGHT_TICK_MS taking precedence. Throws ConfigError naming a bad variable.
 FlightSettings flightSettings(const config::JobConfig& config);
 
 // The process's recorder, or null when entries is 0. Before any group is created.

@@ -74,17 +74,20 @@ TEST_P(FlightRecorderClocks, ConvertsTicksAtTheRightRate) {
                                         snap.clock.unixNs(snap.entries[0].startTicks)) / 1e6;
   EXPECT_GE(ms, 30.0 - 2.0 * static_cast<double>(snap.clock.resolutionNs) / 1e6) << snap.clock.source;
   EXPECT_EQ(snap.clock.source == "coarse", GetParam() == Clock::kCoarse);
+  EXPECT_EQ(snap.clock.source == "ticker", GetParam() == Clock::kTicker);
 }
 
-INSTANTIATE_TEST_SUITE_P(Both, FlightRecorderClocks, ::testing::Values(Clock::kCoarse, Clock::kPrecise),
+INSTANTIATE_TEST_SUITE_P(All, FlightRecorderClocks, ::testing::Values(Clock::kTicker, Clock::kCoarse, Clock::kPrecise),
                          [](const ::testing::TestParamInfo<Clock>& info) {
-                           return std::string(info.param == Clock::kCoarse ? "Coarse" : "Precise");
+                           return std::string(info.param == Clock::kTicker   ? "Ticker"
+                                              : info.param == Clock::kCoarse ? "Coarse"
+                                                                             : "Precise");
                          });
 
 // The coarse clock is read through the vDSO's function when the recorder finds it: it must
 // tell the same time as glibc's clock_gettime (the reference), read just before and after.
 TEST(FlightRecorder, CoarseTicksAreGlibcsCoarseClock) {
-  Recorder rec(4);
+  Recorder rec(4, Clock::kCoarse);
   auto glibcNs = [] {
     struct timespec ts {};
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
