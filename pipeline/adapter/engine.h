@@ -54,7 +54,7 @@ class Engine {
   const config::ModelParallelConfig& config() const { return mp_; }
 
   bool planned() const { return executor_ != nullptr; }
-  // Collective over the world: profiles on world rank 0, broadcasts, plans, builds this
+  // Collective over the world: profiles on the layers' provisional owners, gathers, plans, builds this
   // rank's layers (a LayerList), connects tied tensors. Logs the plan. A failure on any rank
   // (a layer that throws, a tie of different shapes, no partition within the memory cap)
   // throws on every rank. optimizerStateFactor: optimizer state bytes per gradient byte
