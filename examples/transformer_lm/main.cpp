@@ -19,10 +19,12 @@
 #include <torch/optim/adamw.h>
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "../common/progress.h"
 #include "../common/strata_main.h"
@@ -64,6 +66,38 @@ struct Flags {
   int64_t checkpointEvery = -1;
   bool resume = false;
   bool fullCheckpoint = false;
+  bool pipelineStats = false;
+};
+
+// The pipeline's bubble per step, in the simulator's convention (idle / (ranks x step), the
+// step being the slowest rank's executor time; bench/pipeline_bench.cpp measures it alike),
+// beside the plan's prediction from the measured layer costs. Steps after the first (which
+// plans) count; the medians are printed on rank 0.
+class BubbleMeter {
+ public:
+  void record(const strata::PipelineStats& st) {
+    double worst = st.stepSeconds, compute = st.computeSeconds;
+    strata::world().allreduce(&worst, &worst, 1, strata::DType::kFloat64, strata::ReduceOp::kMax);
+    strata::world().allreduce(&compute, &compute, 1, strata::DType::kFloat64, strata::ReduceOp::kSum);
+    if (worst <= 0) return;
+    steps_.push_back(worst);
+    bubbles_.push_back(1.0 - compute / (strata::size() * worst));
+    predictedBubble_ = st.predictedBubble;
+    predictedStep_ = st.predictedStepSeconds;
+  }
+  void print() {
+    if (strata::rank() != 0 || steps_.empty()) return;
+    std::printf("pipeline: steps=%zu bubble_measured=%.4f bubble_predicted=%.4f step_ms=%.2f predicted_step_ms=%.2f\n",
+                steps_.size(), median(bubbles_), predictedBubble_, median(steps_) * 1e3, predictedStep_ * 1e3);
+  }
+
+ private:
+  static double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  }
+  std::vector<double> steps_, bubbles_;
+  double predictedBubble_ = 0, predictedStep_ = 0;
 };
 
 // AdamW with GPT's split: matrices (embeddings and projections) decay, vectors (biases,
@@ -155,6 +189,7 @@ int run(const Flags& flags) {
   examples::Progress progress(flags.maxSteps, "train");
   double lastLoss = 0;
   bool stopped = false;
+  BubbleMeter bubble;
   while (step < flags.maxSteps && !stopped) {
     const lm::Batch batch = data.trainBatch(step, flags.batchSize, strata::dp_rank(), strata::dp_size());
     opt.zero_grad();
@@ -166,6 +201,7 @@ int run(const Flags& flags) {
                      return loss;
                    });
     opt.step();
+    if (flags.pipelineStats && strata::pp_size() > 1 && step > firstStep) bubble.record(model.pipeline_stats());
     ++step;
     lastLoss = worldMean(out.reduce_mean().item<double>());
     strata::debugger::save_scalar("train_loss", lastLoss);
@@ -173,6 +209,7 @@ int run(const Flags& flags) {
     stopped = ckpt.after_step(step);  // collective: a stop request (SIGTERM, a rule) saved a checkpoint
   }
   progress.finish();
+  bubble.print();
   if (stopped && strata::rank() == 0)
     std::printf("stopped at step %lld: %s\n", (long long)step, strata::stop_reason().c_str());
   if (flags.evalBatches > 0) {
@@ -209,6 +246,8 @@ void addFlags(CLI::App& app, Flags& f) {
   app.add_option("--checkpoint-every", f.checkpointEvery, "checkpoint every N steps (0: only on stop requests)")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--resume", f.resume, "continue from the newest complete checkpoint (any layout)");
+  app.add_flag("--pipeline-stats", f.pipelineStats,
+               "print the pipeline's measured bubble beside the predicted one (median over the steps after the first)");
   app.add_flag("--full-checkpoint", f.fullCheckpoint, "write full checkpoints (default with a pipeline: per-rank)");
 }
 

@@ -92,6 +92,11 @@ struct PipelineStats {
   // them, and as held at the start of step 1 (after one optimizer step; -1 before).
   int64_t predictedStaticBytes = 0;
   int64_t heldBytes = -1;
+  // The start-up profile: the layers this rank measured ([first, end), its provisional block)
+  // and how many layers it built in all (a LayerList; 0 for a model built whole).
+  int profiledFirstLayer = 0;
+  int profiledEndLayer = 0;
+  int layersBuilt = 0;
 };
 
 class DistributedModel {

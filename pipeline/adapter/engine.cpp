@@ -11,6 +11,7 @@
 #include "core/logging.h"
 #include "pipeline/partitioner.h"
 #include "pipeline/adapter/agreement.h"
+#include "pipeline/adapter/owner_profile.h"
 #include "pipeline/adapter/profile.h"
 #include "pipeline/adapter/shape_probe.h"
 #include "strata/runtime.h"
@@ -164,45 +165,45 @@ void Engine::makePlan(const torch::Tensor& sampleMicrobatch, Group& world, doubl
   executor_ = std::make_unique<Executor>(std::move(setup));
 }
 
-// World rank 0 measures every layer (a LayerList's built one at a time) and sends the
-// profile to everyone, so every rank plans from the same numbers; a failure there is
-// reported on every rank. The other ranks run the same profile at the same time and drop
-// it: in training every rank computes at once, sharing the cores' caches and the memory
-// bandwidth, and a profile taken while the other ranks sleep predicts a faster run than
-// the one that follows (each rank still holds one layer at a time).
+// Each pipeline rank profiles its provisional block (owner_profile.h). The block is split by
+// parameter bytes when the model is built whole, evenly by layer count for a LayerList (not
+// built yet).
 LayerProfile Engine::profile(const torch::Tensor& sample, Group& world, const ProfileOptions& options) {
-  std::string text;
-  char kind = 'P';  // P: profile, C: ConfigError, E: other error
-  std::vector<std::string> names;
-  for (const Layer& l : layers_) names.push_back(l.name);
-  auto acquire = [this](int i) { return builder_ ? builder_->build(i) : layers_.at(static_cast<size_t>(i)).module; };
-  if (world.rank() == 0) {
-    try {
-      text = profileToJson(profileLayers(names, acquire, ties_, sample, options));
-    } catch (const ConfigError& e) {
-      kind = 'C';
-      text = e.what_without_backtrace();
-    } catch (const c10::Error& e) {
-      kind = 'E';
-      text = e.what_without_backtrace();
-    } catch (const std::exception& e) {
-      kind = 'E';
-      text = c10::str(rankTag(), " profiling the model's layers: ", e.what());
-    }
-  } else {
-    try {
-      (void)profileLayers(names, acquire, ties_, sample, options);
-    } catch (const std::exception&) {
-      // Only load: rank 0's profile (and its error, if the model fails there too) counts.
+  OwnerProfileSetup setup;
+  std::vector<size_t> layerBytes;
+  for (const Layer& l : layers_) {
+    setup.names.push_back(l.name);
+    if (!builder_) {
+      size_t bytes = 0;
+      for (const auto& p : l.module.ptr()->parameters(/*recurse=*/true)) bytes += p.nbytes();
+      layerBytes.push_back(bytes);
     }
   }
-  text.insert(text.begin(), kind);
-  broadcastString(world, text, 0);
-  kind = text.front();
-  text.erase(text.begin());
-  if (kind == 'C') throw ConfigError(world.rank() == 0 ? text : c10::str(rankTag(), " from world rank 0: ", text));
-  if (kind == 'E') throw Error(world.rank() == 0 ? text : c10::str(rankTag(), " from world rank 0: ", text));
-  return profileFromJson(text);
+  profiled_ = provisionalSplit(static_cast<int>(layers_.size()), mp_.partitions, layerBytes)
+                  .at(static_cast<size_t>(ppRank_));
+  setup.ties = ties_;
+  setup.acquire = [this](int i) { return provisionalLayer(i); };
+  setup.block = profiled_;
+  setup.pipelineGroup = ppGroup_.get();
+  setup.ppRank = ppRank_;
+  setup.partitions = mp_.partitions;
+  setup.firstPipelineWorldRanks = topology_.pipelineGroups.at(0);
+  return profileOnOwners(setup, sample, world, options);
+}
+
+// A layer of this rank's block: the model's own, or (a LayerList) built on first use and kept
+// until the plan says whether this rank owns it.
+torch::nn::AnyModule Engine::provisionalLayer(int layer) {
+  STRATA_CHECK(profiled_.contains(layer), "pipeline: layer ", layer, " is outside this rank's provisional block ",
+               profiled_.begin, "..", profiled_.end - 1);
+  if (!builder_) return layers_.at(static_cast<size_t>(layer)).module;
+  provisional_.resize(layers_.size());
+  torch::nn::AnyModule& slot = provisional_[static_cast<size_t>(layer)];
+  if (slot.is_empty()) {
+    slot = builder_->build(layer);
+    ++layersBuilt_;
+  }
+  return slot;
 }
 
 PlanRequest Engine::planRequest(Group& world) const {
@@ -231,14 +232,26 @@ PlanRequest Engine::planRequest(Group& world) const {
   return request;
 }
 
-// A LayerList: this rank builds its chunks' layers (each with its own seed). A factory
-// that throws on some rank fails construction on every rank, naming the rank and layer.
+// A LayerList: this rank's chunks' layers, those profiled here as they are (profiling leaves
+// no trace on them; each was built with its own seed), the others built now. The block's
+// layers of other ranks are freed here, before any optimizer exists. A factory that throws
+// on some rank fails construction on every rank, naming the rank and layer.
 void Engine::buildLocalLayers(Group& world) {
   std::vector<torch::nn::AnyModule> built(layers_.size());
+  // The block's layers this rank owns are kept; the others are freed first, so they never
+  // sit beside the layers built next.
+  provisional_.resize(layers_.size());
+  for (const ChunkRange& c : chunks_)
+    for (int i = c.begin; i < c.end; ++i) built[static_cast<size_t>(i)] = std::move(provisional_[static_cast<size_t>(i)]);
+  provisional_.clear();
   std::string error;
   try {
     for (const ChunkRange& c : chunks_)
-      for (int i = c.begin; i < c.end; ++i) built[static_cast<size_t>(i)] = builder_->build(i);
+      for (int i = c.begin; i < c.end; ++i) {
+        if (!built[static_cast<size_t>(i)].is_empty()) continue;
+        built[static_cast<size_t>(i)] = builder_->build(i);
+        ++layersBuilt_;
+      }
   } catch (const c10::Error& e) {
     error = e.what_without_backtrace();
   } catch (const std::exception& e) {

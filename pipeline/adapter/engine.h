@@ -5,9 +5,10 @@
 //
 // Life cycle (smp's): the engine is built with the model; the plan is made on the first
 // step (the first microbatch is the profiling sample; a LayerList's owner plans at once, on
-// its example batch) on every rank from world rank 0's measurements, so all ranks cut the
-// model identically. World rank 0 profiles one layer at a time (a LayerList's layers are
-// built for it and freed). Afterwards localParameters() are the ones of this rank's chunks,
+// its example batch). Every pipeline rank profiles a provisional block of layers, all at
+// once (owner_profile.h: a LayerList's rank builds only its block), the figures are gathered,
+// and every rank cuts the model identically from the first pipeline's table. A provisional
+// layer the final partition gives to another rank is freed with the plan. Afterwards localParameters() are the ones of this rank's chunks,
 // and tied tensors whose uses sit on different stages have their gradients summed
 // (tied_gradients.h).
 #pragma once
@@ -53,7 +54,7 @@ class Engine {
   const config::ModelParallelConfig& config() const { return mp_; }
 
   bool planned() const { return executor_ != nullptr; }
-  // Collective over the world: profiles on world rank 0, broadcasts, plans, builds this
+  // Collective over the world: profiles on the layers' provisional owners, gathers, plans, builds this
   // rank's layers (a LayerList), connects tied tensors. Logs the plan. A failure on any rank
   // (a layer that throws, a tie of different shapes, no partition within the memory cap)
   // throws on every rank. optimizerStateFactor: optimizer state bytes per gradient byte
@@ -66,6 +67,11 @@ class Engine {
   // Parameters + gradients + optimizer state the plan predicts for every pipeline rank.
   const std::vector<size_t>& predictedRankBytes() const { return predictedRankBytes_; }
   const Program& program() const { return plan_.programs.at(static_cast<size_t>(ppRank_)); }
+  // The block of layers this rank profiled (provisionalSplit), and how many layers it built
+  // (a LayerList: its block, plus the final partition's layers outside the block; 0 for a
+  // model built whole).
+  LayerRange profiledLayers() const { return profiled_; }
+  int layersBuilt() const { return layersBuilt_; }
 
   // This rank's parameters and buffers (after planning), with their paths in the model.
   std::vector<std::pair<std::string, torch::Tensor>> localParameters() const;
@@ -87,6 +93,7 @@ class Engine {
  private:
   void checkConfig(int worldRank, int worldSize);
   LayerProfile profile(const torch::Tensor& sample, Group& world, const ProfileOptions& options);
+  torch::nn::AnyModule provisionalLayer(int layer);
   PlanRequest planRequest(Group& world) const;
   void buildLocalLayers(Group& world);
   void connectTies();
@@ -101,6 +108,9 @@ class Engine {
   std::vector<std::shared_ptr<void>> tieHandles_;  // keeps one rank's shared accumulators alive
   std::unique_ptr<TiedGradients> tiedGradients_;
   std::vector<size_t> predictedRankBytes_;
+  std::vector<torch::nn::AnyModule> provisional_;  // a LayerList's block, built to profile it
+  LayerRange profiled_;
+  int layersBuilt_ = 0;
   config::ModelParallelConfig mp_;
   Topology topology_;
   int ppRank_ = 0;

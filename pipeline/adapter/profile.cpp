@@ -118,17 +118,16 @@ size_t uniqueBytes(const std::vector<torch::Tensor>& tensors, bool gradOnly) {
   return n;
 }
 
-// What a tie's use looks like in its built layer.
-struct UseInfo {
-  std::vector<int64_t> sizes;
-  c10::ScalarType dtype = c10::ScalarType::Undefined;
-  bool requiresGrad = false;
-  size_t numBytes = 0;
-  bool seen = false;
-};
-
-std::string describe(const UseInfo& u) {
+std::string describe(const TieUse& u) {
   return c10::str(c10::IntArrayRef(u.sizes), " ", u.dtype, u.requiresGrad ? "" : " (frozen)");
+}
+
+// A layer's failure, named, with what a layer must do.
+[[noreturn]] void layerFailed(const std::string& name, size_t index, const torch::Tensor& x, const std::exception& e) {
+  const auto* c10 = dynamic_cast<const c10::Error*>(&e);
+  STRATA_THROW(Error, "pipeline: layer ", index, " (\"", name, "\") failed on a sample of shape ", x.sizes(), " ",
+               x.scalar_type(), ": ", c10 ? c10->what_without_backtrace() : e.what(),
+               " (every layer's forward takes one tensor and returns one tensor whose dimension 0 is the batch)");
 }
 
 // Forward/backward medians, output, stash of layer `index` on `x`.
@@ -167,16 +166,13 @@ Measured measure(torch::nn::AnyModule& module, const std::string& name, size_t i
       m.weightGradientSeconds = t.weightGradientSeconds;
     }
   } catch (const std::exception& e) {
-    const auto* c10 = dynamic_cast<const c10::Error*>(&e);
-    STRATA_THROW(Error, "pipeline: layer ", index, " (\"", name, "\") failed on a sample of shape ", x.sizes(), " ",
-                 x.scalar_type(), ": ", c10 ? c10->what_without_backtrace() : e.what(),
-                 " (every layer's forward takes one tensor and returns one tensor whose dimension 0 is the batch)");
+    layerFailed(name, index, x, e);
   }
   return m;
 }
 
 void recordUses(const std::vector<TiedTensor>& ties, int layer, torch::nn::Module& module, const std::string& name,
-                std::vector<std::vector<UseInfo>>& uses) {
+                std::vector<TieUse>& uses) {
   for (size_t t = 0; t < ties.size(); ++t)
     for (size_t u = 0; u < ties[t].uses.size(); ++u) {
       if (ties[t].uses[u].first != layer) continue;
@@ -185,25 +181,26 @@ void recordUses(const std::vector<TiedTensor>& ties, int layer, torch::nn::Modul
       if (p == nullptr)
         STRATA_THROW(ConfigError, "LayerList::tie: layer \"", name, "\" has no parameter \"", ties[t].uses[u].second,
                      "\" (its parameters: ", c10::Join(", ", named.keys()), ")");
-      uses[t][u] = {p->sizes().vec(), p->scalar_type(), p->requires_grad(), p->nbytes(), true};
+      uses.push_back({static_cast<int>(t), static_cast<int>(u), p->sizes().vec(), p->scalar_type(),
+                      p->requires_grad(), p->nbytes()});
     }
 }
 
 // Every use matches the first; each member layer's tiedBytes and a tie group per set of
 // layers connected by ties.
-void applyTies(const std::vector<TiedTensor>& ties, const std::vector<std::vector<UseInfo>>& uses,
+void applyTies(const std::vector<TiedTensor>& ties, const std::vector<std::vector<TieUse>>& uses,
                const ProfileOptions& options, std::vector<LayerCost>& costs) {
   std::vector<size_t> parent(costs.size());  // union-find: layers connected by ties
   for (size_t i = 0; i < parent.size(); ++i) parent[i] = i;
   const std::function<size_t(size_t)> find = [&](size_t i) { return parent[i] == i ? i : parent[i] = find(parent[i]); };
   std::vector<bool> tied(costs.size(), false);
   for (size_t t = 0; t < ties.size(); ++t) {
-    const UseInfo& first = uses[t][0];
+    const TieUse& first = uses[t][0];
     const auto path = [&](size_t u) {
       return costs[static_cast<size_t>(ties[t].uses[u].first)].name + "." + ties[t].uses[u].second;
     };
     for (size_t u = 1; u < uses[t].size(); ++u) {
-      const UseInfo& other = uses[t][u];
+      const TieUse& other = uses[t][u];
       STRATA_CHECK_WITH(ConfigError,
                         other.sizes == first.sizes && other.dtype == first.dtype &&
                             other.requiresGrad == first.requiresGrad,
@@ -227,26 +224,25 @@ void applyTies(const std::vector<TiedTensor>& ties, const std::vector<std::vecto
 
 }  // namespace
 
-LayerProfile profileLayers(const std::vector<std::string>& names,
-                           const std::function<torch::nn::AnyModule(int)>& acquire,
-                           const std::vector<TiedTensor>& ties, const torch::Tensor& sampleMicrobatch,
-                           const ProfileOptions& options) {
+PartialProfile profileLayerRange(const std::vector<std::string>& names,
+                                 const std::function<torch::nn::AnyModule(int)>& acquire,
+                                 const std::vector<TiedTensor>& ties, const torch::Tensor& input, LayerRange range,
+                                 const ProfileOptions& options) {
   RngStateGuard generator;
-  LayerProfile out;
-  out.costs.resize(names.size());
-  std::vector<std::vector<UseInfo>> uses;
-  for (const TiedTensor& t : ties) uses.emplace_back(t.uses.size());
-  torch::Tensor x = sampleMicrobatch;
-  for (size_t i = 0; i < names.size(); ++i) {
-    torch::nn::AnyModule module = acquire(static_cast<int>(i));
+  PartialProfile out;
+  out.range = range;
+  torch::Tensor x = input;
+  for (int layer = range.begin; layer < range.end; ++layer) {
+    const auto i = static_cast<size_t>(layer);
+    torch::nn::AnyModule module = acquire(layer);
     torch::nn::Module& m = *module.ptr();
-    LayerCost& c = out.costs[i];
-    c.name = names[i];
+    LayerCost c;
+    c.name = names.at(i);
     const auto params = m.parameters(/*recurse=*/true);
     c.parameterBytes = uniqueBytes(params, false) + uniqueBytes(m.buffers(/*recurse=*/true), false);
     c.gradientBytes = uniqueBytes(params, true);
     c.optimizerStateBytes = static_cast<size_t>(std::llround(options.optimizerStateFactor * c.gradientBytes));
-    recordUses(ties, static_cast<int>(i), m, names[i], uses);
+    recordUses(ties, layer, m, names[i], out.uses);
     Measured r;
     {
       LayerStateGuard state(m);
@@ -257,33 +253,135 @@ LayerProfile profileLayers(const std::vector<std::string>& names,
     c.weightGradientSeconds = r.weightGradientSeconds;
     c.activationBytes = r.output.nbytes();
     c.stashBytes = options.activationCheckpointing ? c.activationBytes : static_cast<size_t>(r.stashBytes);
+    out.costs.push_back(std::move(c));
     out.shapes.push_back({r.output.sizes().vec(), r.output.scalar_type()});
     x = r.output;
   }
+  return out;
+}
+
+torch::Tensor forwardLayers(const std::vector<std::string>& names,
+                            const std::function<torch::nn::AnyModule(int)>& acquire, const torch::Tensor& input,
+                            LayerRange range) {
+  RngStateGuard generator;
+  torch::NoGradGuard noGrad;
+  torch::Tensor x = input;
+  for (int layer = range.begin; layer < range.end; ++layer) {
+    const auto i = static_cast<size_t>(layer);
+    torch::nn::AnyModule module = acquire(layer);
+    LayerStateGuard state(*module.ptr());
+    try {
+      torch::Tensor y = module.forward<torch::Tensor>(x);
+      checkBatchMajor(names.at(i), i, y, x.size(0));
+      x = y;
+    } catch (const std::exception& e) {
+      layerFailed(names.at(i), i, x, e);
+    }
+  }
+  return x;
+}
+
+LayerProfile mergeProfiles(std::vector<PartialProfile> parts, size_t numLayers, const std::vector<TiedTensor>& ties,
+                           const ProfileOptions& options) {
+  std::sort(parts.begin(), parts.end(),
+            [](const PartialProfile& a, const PartialProfile& b) { return a.range.begin < b.range.begin; });
+  LayerProfile out;
+  std::vector<std::vector<TieUse>> uses;
+  for (const TiedTensor& t : ties) uses.emplace_back(t.uses.size());
+  std::vector<std::vector<bool>> seen;
+  for (const TiedTensor& t : ties) seen.emplace_back(t.uses.size(), false);
+  for (PartialProfile& part : parts) {
+    STRATA_CHECK(part.range.begin == static_cast<int>(out.costs.size()) &&
+                     part.costs.size() == static_cast<size_t>(part.range.numLayers()) &&
+                     part.shapes.size() == part.costs.size(),
+                 "layer profile: a part for layers ", part.range.begin, "..", part.range.end - 1, " with ",
+                 part.costs.size(), " costs follows ", out.costs.size(), " layers");
+    for (auto& c : part.costs) out.costs.push_back(std::move(c));
+    for (auto& s : part.shapes) out.shapes.push_back(std::move(s));
+    for (TieUse& u : part.uses) {
+      const auto t = static_cast<size_t>(u.tie), k = static_cast<size_t>(u.use);
+      STRATA_CHECK(t < ties.size() && k < ties[t].uses.size(), "layer profile: tie use ", u.tie, "/", u.use,
+                   " of ", ties.size(), " ties");
+      seen[t][k] = true;
+      uses[t][k] = std::move(u);
+    }
+  }
+  STRATA_CHECK(out.costs.size() == numLayers, "layer profile: the parts cover ", out.costs.size(), " of ", numLayers,
+               " layers");
+  for (size_t t = 0; t < ties.size(); ++t)
+    for (size_t k = 0; k < ties[t].uses.size(); ++k)
+      STRATA_CHECK(seen[t][k], "layer profile: no part measured use ", k, " of tie ", t);
   applyTies(ties, uses, options, out.costs);
   return out;
 }
 
-std::string profileToJson(const LayerProfile& profile) {
-  nlohmann::json shapes = nlohmann::json::array();
-  for (const TensorShape& s : profile.shapes) {
+namespace {
+
+nlohmann::json shapesToJson(const std::vector<TensorShape>& shapes) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const TensorShape& s : shapes) {
     nlohmann::json item = {static_cast<int>(s.dtype)};
     for (int64_t d : s.sizes) item.push_back(d);
-    shapes.push_back(std::move(item));
+    out.push_back(std::move(item));
   }
-  return nlohmann::json{{"costs", layerProfileToJson(profile.costs)}, {"shapes", shapes}}.dump();
+  return out;
+}
+
+std::vector<TensorShape> shapesFromJson(const nlohmann::json& json) {
+  std::vector<TensorShape> out;
+  for (const auto& item : json) {
+    TensorShape s;
+    s.dtype = static_cast<c10::ScalarType>(item.at(0).get<int>());
+    for (size_t d = 1; d < item.size(); ++d) s.sizes.push_back(item.at(d).get<int64_t>());
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string partialProfileToJson(const PartialProfile& part) {
+  nlohmann::json uses = nlohmann::json::array();
+  for (const TieUse& u : part.uses)
+    uses.push_back({{"tie", u.tie}, {"use", u.use}, {"sizes", u.sizes}, {"dtype", static_cast<int>(u.dtype)},
+                    {"requires_grad", u.requiresGrad}, {"bytes", u.numBytes}});
+  return nlohmann::json{{"begin", part.range.begin}, {"end", part.range.end},
+                        {"costs", layerProfileToJson(part.costs)}, {"shapes", shapesToJson(part.shapes)},
+                        {"uses", uses}}
+      .dump();
+}
+
+PartialProfile partialProfileFromJson(const std::string& text) {
+  const nlohmann::json doc = nlohmann::json::parse(text);
+  PartialProfile out;
+  out.range = {doc.at("begin").get<int>(), doc.at("end").get<int>()};
+  out.costs = layerProfileFromJson(doc.at("costs"), "gathered layer profile");
+  out.shapes = shapesFromJson(doc.at("shapes"));
+  for (const auto& u : doc.at("uses"))
+    out.uses.push_back({u.at("tie").get<int>(), u.at("use").get<int>(), u.at("sizes").get<std::vector<int64_t>>(),
+                        static_cast<c10::ScalarType>(u.at("dtype").get<int>()), u.at("requires_grad").get<bool>(),
+                        u.at("bytes").get<size_t>()});
+  return out;
+}
+
+LayerProfile profileLayers(const std::vector<std::string>& names,
+                           const std::function<torch::nn::AnyModule(int)>& acquire,
+                           const std::vector<TiedTensor>& ties, const torch::Tensor& sampleMicrobatch,
+                           const ProfileOptions& options) {
+  const LayerRange all{0, static_cast<int>(names.size())};
+  return mergeProfiles({profileLayerRange(names, acquire, ties, sampleMicrobatch, all, options)}, names.size(), ties,
+                       options);
+}
+
+std::string profileToJson(const LayerProfile& profile) {
+  return nlohmann::json{{"costs", layerProfileToJson(profile.costs)}, {"shapes", shapesToJson(profile.shapes)}}.dump();
 }
 
 LayerProfile profileFromJson(const std::string& text) {
   const nlohmann::json doc = nlohmann::json::parse(text);
   LayerProfile out;
   out.costs = layerProfileFromJson(doc.at("costs"), "broadcast layer profile");
-  for (const auto& item : doc.at("shapes")) {
-    TensorShape s;
-    s.dtype = static_cast<c10::ScalarType>(item.at(0).get<int>());
-    for (size_t d = 1; d < item.size(); ++d) s.sizes.push_back(item.at(d).get<int64_t>());
-    out.shapes.push_back(std::move(s));
-  }
+  out.shapes = shapesFromJson(doc.at("shapes"));
   return out;
 }
 

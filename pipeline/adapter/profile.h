@@ -1,5 +1,7 @@
 // Per-layer profiling on a sample microbatch: the planner's LayerCost for every layer and
-// every layer's output shape, one layer at a time.
+// every layer's output shape, one layer at a time. A pipeline profiles in parts: each rank
+// measures a range of layers (profileLayerRange, on the input its upstream neighbour computed
+// with forwardLayers) and mergeProfiles joins the gathered parts (owner_profile.h).
 //
 // Layer i runs on layer i-1's (detached) output, at the shape of the sample (the training
 // microbatch): `warmup` untimed runs, then `samples` timed forward + backward runs, and with
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "pipeline/layer_cost.h"
+#include "pipeline/provisional_split.h"
 #include "pipeline/adapter/layers.h"
 
 namespace strata::pipeline {
@@ -43,6 +46,52 @@ struct LayerProfile {
   std::vector<TensorShape> shapes;  // every layer's output for the sample
 };
 
+// How one use of a tie looks in its built layer (gathered with a part, checked at the merge).
+struct TieUse {
+  int tie = 0;  // index into the ties
+  int use = 0;  // index into the tie's uses
+  std::vector<int64_t> sizes;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  bool requiresGrad = false;
+  size_t numBytes = 0;
+};
+
+// What one rank measured: layers [range.begin, range.end), costs without the tie fields
+// (tieGroup/tiedBytes need every layer: mergeProfiles sets them).
+struct PartialProfile {
+  LayerRange range;
+  std::vector<LayerCost> costs;
+  std::vector<TensorShape> shapes;  // every layer's output for the sample
+  std::vector<TieUse> uses;         // the ties' uses held by these layers
+};
+
+// Profiles layers [range.begin, range.end) of the model, `input` entering layer range.begin
+// (the sample microbatch for layer 0). Layer 0's input needs no gradient, later inputs do.
+// Throws naming the layer when a layer fails or its output is not batch-major, ConfigError
+// when a tie names a parameter the layer does not have.
+PartialProfile profileLayerRange(const std::vector<std::string>& names,
+                                 const std::function<torch::nn::AnyModule(int)>& acquire,
+                                 const std::vector<TiedTensor>& ties, const torch::Tensor& input, LayerRange range,
+                                 const ProfileOptions& options);
+
+// The output of layers [range.begin, range.end) for `input`, without autograd; the layers'
+// buffers and the default generator are put back (what the next range is profiled on).
+// Throws like profileLayerRange.
+torch::Tensor forwardLayers(const std::vector<std::string>& names,
+                            const std::function<torch::nn::AnyModule(int)>& acquire, const torch::Tensor& input,
+                            LayerRange range);
+
+// The whole profile from parts that cover every layer once (any order). Checks every tie's
+// uses against the first (ConfigError naming both) and sets tieGroup/tiedBytes. Throws
+// strata::Error when the parts leave a gap or overlap.
+LayerProfile mergeProfiles(std::vector<PartialProfile> parts, size_t numLayers, const std::vector<TiedTensor>& ties,
+                           const ProfileOptions& options);
+
+// JSON form of a part, for gathering (costs as in layer_cost.h).
+std::string partialProfileToJson(const PartialProfile& part);
+PartialProfile partialProfileFromJson(const std::string& text);
+
+// All layers on one rank: mergeProfiles of one profileLayerRange over every layer.
 // names: the layers' paths; ties: tensors shared by layers (every use's shape and dtype is
 // checked against the first's: ConfigError naming both; the costs get tieGroup/tiedBytes).
 // Throws naming the layer when a layer fails or its output is not batch-major.

@@ -210,6 +210,9 @@ PipelineStats PipelineModel::stats() const {
   s.predictedStaticBytes =
       static_cast<int64_t>(engine_->predictedRankBytes().at(static_cast<size_t>(engine_->ppRank())));
   s.heldBytes = heldBytes_;
+  s.profiledFirstLayer = engine_->profiledLayers().begin;
+  s.profiledEndLayer = engine_->profiledLayers().end;
+  s.layersBuilt = engine_->layersBuilt();
   return s;
 }
 

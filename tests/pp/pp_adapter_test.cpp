@@ -174,6 +174,52 @@ TEST(Profile, TiesAreCheckedAndPriced) {
   EXPECT_TRUE(contains(error, "\"embed.weight\" is [10, 4] Float but \"head.weight\" is [9, 4] Float")) << error;
 }
 
+// What the ranks of a pipeline do: each profiles its block on the input the blocks before it
+// computed (forwardLayers), the parts go through their gathered (JSON) form, and the merge
+// equals profiling every layer in one place, ties included (the tie spans the parts).
+TEST(Profile, PartsProfiledByTheirOwnersMergeToTheWholeProfile) {
+  LayerList list;
+  list.add<torch::nn::Embedding>("embed", 10, 4)
+      .add("mix", [] { return torch::nn::Linear(4, 4); })
+      .add("act", [] { return torch::nn::Tanh(); })
+      .add("head", [] { return torch::nn::Linear(torch::nn::LinearOptions(4, 10).bias(false)); })
+      .tie("embed.weight", "head.weight");
+  const ModelBuilder builder(list, 3);
+  std::vector<std::string> names;
+  for (int i = 0; i < builder.numLayers(); ++i) names.push_back(builder.path(i));
+  auto acquire = [&](int i) { return builder.build(i); };
+  ProfileOptions options;
+  options.samples = 0;
+  const torch::Tensor sample = torch::randint(10, {6, 3});
+  const LayerProfile whole = profileLayers(names, acquire, builder.ties(), sample, options);
+
+  const std::vector<LayerRange> blocks = provisionalSplit(4, 3);  // {0,2} {2,3} {3,4}
+  std::vector<PartialProfile> parts;
+  torch::Tensor x = sample;
+  for (const LayerRange& block : blocks) {
+    parts.push_back(partialProfileFromJson(
+        partialProfileToJson(profileLayerRange(names, acquire, builder.ties(), x, block, options))));
+    x = forwardLayers(names, acquire, x, block);
+  }
+  std::swap(parts.front(), parts.back());  // gathered in any order
+  const LayerProfile merged = mergeProfiles(parts, 4, builder.ties(), options);
+  ASSERT_EQ(merged.costs.size(), whole.costs.size());
+  for (size_t i = 0; i < whole.costs.size(); ++i) {
+    const LayerCost &a = merged.costs[i], &b = whole.costs[i];
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.parameterBytes, b.parameterBytes) << a.name;
+    EXPECT_EQ(a.activationBytes, b.activationBytes) << a.name;
+    EXPECT_EQ(a.stashBytes, b.stashBytes) << a.name;
+    EXPECT_EQ(a.tieGroup, b.tieGroup) << a.name;
+    EXPECT_EQ(a.tiedBytes, b.tiedBytes) << a.name;
+    EXPECT_EQ(merged.shapes[i].sizes, whole.shapes[i].sizes) << a.name;
+  }
+  EXPECT_EQ(merged.costs[3].tieGroup, 0);
+  // A missing part is an error, not a shorter table.
+  parts.pop_back();
+  EXPECT_THROW(mergeProfiles(parts, 4, builder.ties(), options), Error);
+}
+
 TEST(Profile, ALayerThatTakesTwoTensorsSaysWhatToChange) {
   struct PairImpl : torch::nn::Module {
     torch::Tensor forward(const torch::Tensor& a, const torch::Tensor& b) { return a + b; }
