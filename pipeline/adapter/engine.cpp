@@ -9,6 +9,7 @@
 
 #include "core/errors.h"
 #include "core/logging.h"
+#include "pipeline/heap_policy.h"
 #include "pipeline/partitioner.h"
 #include "pipeline/adapter/agreement.h"
 #include "pipeline/adapter/profile.h"
@@ -60,6 +61,7 @@ LinkModel measureLink(Group& group) {
 Engine::Engine(std::vector<Layer> layers, std::shared_ptr<torch::nn::Module> model, config::ModelParallelConfig mp,
                int worldRank, int worldSize)
     : layers_(std::move(layers)), model_(std::move(model)), mp_(std::move(mp)) {
+  applyHeapPolicy();  // before the profile times any backward (pipeline/heap_policy.h)
   ties_ = sharedParameters(layers_);
   checkConfig(worldRank, worldSize);
 }
@@ -67,6 +69,7 @@ Engine::Engine(std::vector<Layer> layers, std::shared_ptr<torch::nn::Module> mod
 Engine::Engine(std::shared_ptr<const ModelBuilder> builder, config::ModelParallelConfig mp, int worldRank,
                int worldSize)
     : builder_(std::move(builder)), mp_(std::move(mp)) {
+  applyHeapPolicy();  // before the profile times any backward (pipeline/heap_policy.h)
   for (int i = 0; i < builder_->numLayers(); ++i) layers_.push_back({builder_->path(i), torch::nn::AnyModule()});
   ties_ = builder_->ties();
   checkConfig(worldRank, worldSize);
