@@ -3,9 +3,14 @@
 // one process with 1 and 2 threads; the automatic partition against the best manual one.
 //
 //   mpirun -np 2 build/bench/pipeline_bench [--steps 5] [--width 512] [--layers 8] [--sleep-ms 0]
+//                                           [--only simple,zero_bubble] [--table-only]
 //
 // Every rank runs with torch::set_num_threads(1). A step's time is the slowest rank's
 // executor time (median over --steps timed steps after one warm-up step that also plans).
+// The table's rows are stepped in rounds (see PipelineRow); bwd_ms and W_ms are the
+// executor's backward (B + W for zero_bubble) and W time per rank, ref_ms the reference
+// kernel's, c/ref and idle/ref the compute per rank and the idle time summed over ranks in
+// units of the reference kernel (medians over steps of per-step ratios).
 // Measured bubble = 1 - (compute summed over ranks) / (ranks x step), the simulator's
 // convention (idle / (ranks x step)). The single-process baselines run on rank 0 while
 // rank 1 sleeps in a blocking receive (no spinning), accumulating the same m microbatches.
@@ -20,6 +25,7 @@
 #include <cstdio>
 #include <numeric>
 #include <thread>
+#include <tuple>
 
 #include "strata/strata.h"
 
@@ -124,60 +130,132 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// The machine's speed drifts (shared cores, host modes): the same work took up to 4.6x
+// longer in one row than in another of the same run when rows ran one after another. So
+// every row's model is built first and the rows are stepped in rounds (each round one step
+// of every row, the first row rotating), and beside every step each rank times a fixed
+// reference kernel: the rows of one round see the same machine, and a figure divided by the
+// reference kernel's time of its own step does not move with the machine's speed.
+struct Sample {
+  double step = 0;       // the slowest rank's executor time
+  double compute = 0;    // per rank, mean
+  double backward = 0;   // per rank, mean (B and W with zero_bubble)
+  double weight = 0;     // per rank, mean (W only)
+  double idle = 0;       // summed over ranks
+  double reference = 0;  // the reference kernel, per rank, mean
+};
+
 struct Result {
   double stepSeconds = 0;
   double measuredBubble = 0;
   double computeSeconds = 0;  // per rank, mean
+  double backwardSeconds = 0;
+  double weightGradientSeconds = 0;
   double predictedBubble = 0;
   double predictedStepSeconds = 0;
   double idleSeconds = 0;  // summed over ranks, per step (median)
+  double referenceSeconds = 0;       // median of the reference kernel beside the row's steps
+  double normalisedCompute = 0;      // median over steps of compute / that step's reference
+  double normalisedIdle = 0;         // median over steps of idle / that step's reference
   std::vector<int64_t> stashBytes;  // per pipeline rank
   std::vector<int> cut;
 };
 
-Result runPipeline(torch::nn::Sequential net, const Options& o, const std::string& mpJson) {
-  strata::DistributedModelOptions options;
-  options.modelParallel = mpJson;
-  strata::DistributedModel model(net, options);
-  strata::DistributedOptimizer opt(torch::optim::SGD(model.parameters(), 1e-3), model);
-  torch::set_num_threads(1);
-  torch::manual_seed(1);
-  const torch::Tensor x = torch::randn({o.batch, o.width});
-  const torch::Tensor y = torch::randn({o.batch, o.width});
-  std::vector<double> steps, bubbles, computes, idles;
-  std::vector<int64_t> stash(static_cast<size_t>(strata::size()), 0);
-  for (int s = 0; s <= o.steps; ++s) {
+// The reference kernel: 4 products of a 16-row block with a width x width matrix, the shape
+// and memory traffic of one Linear layer's forward on a 16-row microbatch (real compute), on
+// this rank. Its time is the machine's current speed for this kind of work.
+double referenceKernelSeconds(const Options& o) {
+  static torch::Tensor a, b;
+  if (!a.defined() || a.size(1) != o.width) {
+    torch::manual_seed(7);
+    a = torch::randn({16, o.width});
+    b = torch::randn({o.width, o.width});
+  }
+  torch::NoGradGuard noGrad;
+  const auto start = Clock::now();
+  for (int i = 0; i < 4; ++i) (void)torch::mm(a, b);
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double sumOverRanks(double v) {
+  strata::world().allreduce(&v, &v, 1, strata::DType::kFloat64, strata::ReduceOp::kSum);
+  return v;
+}
+
+// One pipelined model of the table, stepped once per round.
+class PipelineRow {
+ public:
+  PipelineRow(torch::nn::Sequential net, const Options& o, const std::string& mpJson) : o_(o) {
+    strata::DistributedModelOptions options;
+    options.modelParallel = mpJson;
+    model_ = std::make_unique<strata::DistributedModel>(net, options);
+    opt_ = std::make_unique<strata::DistributedOptimizer>(torch::optim::SGD(model_->parameters(), 1e-3), *model_);
+    torch::manual_seed(1);
+    x_ = torch::randn({o.batch, o.width});
+    y_ = torch::randn({o.batch, o.width});
+    stash_.assign(static_cast<size_t>(strata::size()), 0);
+  }
+
+  // One step (the first one profiles and plans: `timed` false); a timed step records a
+  // sample, with the reference kernel timed on every rank just before it.
+  void step(bool timed) {
     strata::barrier();
-    opt.zero_grad();
-    model.step(x, y, mse);
-    opt.step();
-    if (s == 0) continue;  // warm-up: profiles and plans
-    const strata::PipelineStats st = model.pipeline_stats();
-    // The simulator's convention: idle / (ranks x step), step = the slowest rank's time.
-    double worst = st.stepSeconds, compute = st.computeSeconds;
-    strata::world().allreduce(&worst, &worst, 1, strata::DType::kFloat64, strata::ReduceOp::kMax);
-    strata::world().allreduce(&compute, &compute, 1, strata::DType::kFloat64, strata::ReduceOp::kSum);
-    steps.push_back(worst);
-    bubbles.push_back(1.0 - compute / (strata::size() * worst));
-    computes.push_back(compute / strata::size());
-    idles.push_back(strata::size() * worst - compute);
+    const double reference = referenceKernelSeconds(o_);
+    strata::barrier();
+    opt_->zero_grad();
+    model_->step(x_, y_, mse);
+    opt_->step();
+    if (!timed) return;
+    const strata::PipelineStats st = model_->pipeline_stats();
+    const double ranks = strata::size();
+    Sample s;
+    s.step = st.stepSeconds;  // the simulator's convention: step = the slowest rank's time
+    strata::world().allreduce(&s.step, &s.step, 1, strata::DType::kFloat64, strata::ReduceOp::kMax);
+    const double compute = sumOverRanks(st.computeSeconds);
+    s.compute = compute / ranks;
+    s.backward = sumOverRanks(st.backwardSeconds) / ranks;
+    s.weight = sumOverRanks(st.weightGradientSeconds) / ranks;
+    s.idle = ranks * s.step - compute;
+    s.reference = sumOverRanks(reference) / ranks;
+    samples_.push_back(s);
     int64_t mine = st.peakStashBytes;
     std::vector<int64_t> all(static_cast<size_t>(strata::size()));
     strata::world().allgather(&mine, all.data(), 1, strata::DType::kInt64);
-    for (size_t r = 0; r < all.size(); ++r) stash[r] = std::max(stash[r], all[r]);
+    for (size_t r = 0; r < all.size(); ++r) stash_[r] = std::max(stash_[r], all[r]);
   }
-  const strata::PipelineStats st = model.pipeline_stats();
-  Result r;
-  r.stepSeconds = median(steps);
-  r.measuredBubble = median(bubbles);
-  r.computeSeconds = median(computes);
-  r.idleSeconds = median(idles);
-  r.predictedBubble = st.predictedBubble;
-  r.predictedStepSeconds = st.predictedStepSeconds;
-  r.stashBytes = stash;
-  r.cut = st.stageFirstLayer;
-  return r;
-}
+
+  Result result() const {
+    auto med = [&](auto field) {
+      std::vector<double> v;
+      for (const Sample& s : samples_) v.push_back(field(s));
+      return median(v);
+    };
+    const strata::PipelineStats st = model_->pipeline_stats();
+    Result r;
+    r.stepSeconds = med([](const Sample& s) { return s.step; });
+    r.measuredBubble = med([](const Sample& s) { return s.idle / (strata::size() * s.step); });
+    r.computeSeconds = med([](const Sample& s) { return s.compute; });
+    r.backwardSeconds = med([](const Sample& s) { return s.backward; });
+    r.weightGradientSeconds = med([](const Sample& s) { return s.weight; });
+    r.idleSeconds = med([](const Sample& s) { return s.idle; });
+    r.referenceSeconds = med([](const Sample& s) { return s.reference; });
+    r.normalisedCompute = med([](const Sample& s) { return s.compute / s.reference; });
+    r.normalisedIdle = med([](const Sample& s) { return s.idle / s.reference; });
+    r.predictedBubble = st.predictedBubble;
+    r.predictedStepSeconds = st.predictedStepSeconds;
+    r.stashBytes = stash_;
+    r.cut = st.stageFirstLayer;
+    return r;
+  }
+
+ private:
+  Options o_;
+  std::unique_ptr<strata::DistributedModel> model_;
+  std::unique_ptr<strata::DistributedOptimizer> opt_;
+  torch::Tensor x_, y_;
+  std::vector<Sample> samples_;
+  std::vector<int64_t> stash_;
+};
 
 std::string mpConfig(const std::string& pipeline, int p, int m, int v = 1, const std::string& manual = "") {
   std::string json = c10::str(R"({"enabled": true, "partitions": )", p, R"(, "microbatches": )", m,
@@ -256,6 +334,68 @@ std::string cutList(const std::vector<int>& v) {
   return out;
 }
 
+// Automatic partition against every manual cut of an unbalanced model (p = 2 only), all
+// models alive at once and stepped in rotation so that they see the same background load.
+// Returns {auto step, best manual step} (medians) and prints every candidate on rank 0.
+std::pair<double, double> compareAutoWithManual(const Options& o, bool root) {
+  double autoStep = 0, bestManual = 1e30;
+  const int children = static_cast<int>(unbalancedNet(o)->size());
+  std::vector<std::string> configs = {mpConfig("interleaved", 2, 8)};
+  std::vector<int> cuts = {-1};
+  // Every contiguous 2-stage partition: a cut before each child but the first (also
+  // between a Linear and its Tanh, where the automatic partition may cut too).
+  for (int cut = 1; cut < children; ++cut) {
+    std::string manual = "{";
+    for (int i = 0; i < children; ++i) manual += c10::str(i ? ", " : "", "\"", i, "\": ", i < cut ? 0 : 1);
+    configs.push_back(mpConfig("interleaved", 2, 8, 1, manual + "}"));
+    cuts.push_back(cut);
+  }
+  struct Candidate {
+    std::unique_ptr<strata::DistributedModel> model;
+    std::unique_ptr<strata::DistributedOptimizer> opt;
+    std::vector<double> steps;
+  };
+  std::vector<Candidate> candidates;
+  for (const auto& json : configs) {
+    strata::DistributedModelOptions options;
+    options.modelParallel = json;
+    Candidate c;
+    c.model = std::make_unique<strata::DistributedModel>(unbalancedNet(o), options);
+    c.opt = std::make_unique<strata::DistributedOptimizer>(torch::optim::SGD(c.model->parameters(), 1e-3), *c.model);
+    candidates.push_back(std::move(c));
+  }
+  torch::manual_seed(1);
+  const torch::Tensor x = torch::randn({o.batch, o.width}), y = torch::randn({o.batch, o.width});
+  for (int round = 0; round <= o.steps; ++round)
+    for (auto& c : candidates) {
+      strata::barrier();
+      c.opt->zero_grad();
+      c.model->step(x, y, mse);
+      c.opt->step();
+      double t = c.model->pipeline_stats().stepSeconds;
+      strata::world().allreduce(&t, &t, 1, strata::DType::kFloat64, strata::ReduceOp::kMax);
+      if (round > 0) c.steps.push_back(t);
+    }
+  int bestCut = -1;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const double t = median(candidates[i].steps);
+    if (i == 0) {
+      autoStep = t;
+      if (root)
+        std::printf("auto partition (stages start at %s): %.1f ms\n",
+                    cutList(candidates[i].model->pipeline_stats().stageFirstLayer).c_str(), t * 1e3);
+    } else {
+      if (root) std::printf("manual cut at %d: %.1f ms\n", cuts[i], t * 1e3);
+      if (t < bestManual) {
+        bestManual = t;
+        bestCut = cuts[i];
+      }
+    }
+  }
+  if (root) std::printf("best manual cut at %d: %.1f ms\n", bestCut, bestManual * 1e3);
+  return {autoStep, bestManual};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -266,6 +406,10 @@ int main(int argc, char** argv) {
   app.add_option("--layers", o.layers, "Linear+ReLU pairs of the balanced model");
   app.add_option("--batch", o.batch, "batch per step");
   app.add_option("--sleep-ms", o.sleepMs, "sleep layers of this many ms forward per 8 samples (0: real compute)");
+  std::string only;
+  bool tableOnly = false;
+  app.add_option("--only", only, "comma-separated schedules: run only their rows of the table (diagnosis)");
+  app.add_flag("--table-only", tableOnly, "stop after the table (no 1-process or partition comparison)");
   CLI11_PARSE(app, argc, argv);
   strata::init(argc, argv);
   torch::set_num_threads(1);
@@ -280,101 +424,66 @@ int main(int argc, char** argv) {
       std::printf("# pipeline_bench: %d ranks, 1 thread each, balanced model %d x Linear(%lld,%lld)+ReLU, batch %lld, "
                   "%d timed steps (median)\n",
                   p, o.layers, (long long)o.width, (long long)o.width, (long long)o.batch, o.steps);
-    std::printf("%-12s %2s %2s %2s %10s %10s %10s %9s %9s %8s %8s %-14s %s\n", "schedule", "p", "m", "v", "step_ms",
-                "compute_ms", "samples/s", "bubble%", "pred%", "meas/pred", "pred_ms", "peak_stash", "cut");
+    std::printf("%-12s %2s %2s %2s %10s %10s %10s %9s %9s %8s %8s %7s %6s %6s %6s %8s %-14s %s\n", "schedule", "p",
+                "m", "v", "step_ms", "compute_ms", "samples/s", "bubble%", "pred%", "meas/pred", "pred_ms", "bwd_ms",
+                "W_ms", "ref_ms", "c/ref", "idle/ref", "peak_stash", "cut");
   }
   double bubbleRatioInterleaved8 = 0, bubbleRatioSimple8 = 0;
   double stepRatioInterleaved8 = 0, stepRatioSimple8 = 0;  // measured / predicted step time
-  double idle1F1B8 = 0, idleZeroBubble8 = 0;  // interleaved with active_microbatches = p is 1F1B
+  Result oneFOneB8, zeroBubble8;  // interleaved with active_microbatches = p is 1F1B
   struct Row { std::string schedule; int m; int v; };
-  const std::vector<Row> rows = {{"simple", 2, 1},      {"simple", 4, 1},      {"simple", 8, 1},
-                                 {"interleaved", 2, 1}, {"interleaved", 4, 1}, {"interleaved", 8, 1},
-                                 {"interleaved", 8, 2}, {"zero_bubble", 4, 1},  {"zero_bubble", 8, 1}};
-  for (const Row& row : rows) {
-    const Result r = runPipeline(balancedNet(o), o, mpConfig(row.schedule, p, row.m, row.v));
+  std::vector<Row> rows = {{"simple", 2, 1},      {"simple", 4, 1},      {"simple", 8, 1},
+                           {"interleaved", 2, 1}, {"interleaved", 4, 1}, {"interleaved", 8, 1},
+                           {"interleaved", 8, 2}, {"zero_bubble", 4, 1},  {"zero_bubble", 8, 1}};
+  if (!only.empty())
+    rows.erase(std::remove_if(rows.begin(), rows.end(),
+                              [&](const Row& r) { return ("," + only + ",").find("," + r.schedule + ",") == std::string::npos; }),
+               rows.end());
+  std::vector<std::unique_ptr<PipelineRow>> table;
+  for (const Row& row : rows)
+    table.push_back(std::make_unique<PipelineRow>(balancedNet(o), o, mpConfig(row.schedule, p, row.m, row.v)));
+  for (int round = 0; round <= o.steps; ++round)  // round 0: every row profiles and plans
+    for (size_t k = 0; k < table.size(); ++k) table[(k + static_cast<size_t>(round)) % table.size()]->step(round > 0);
+  std::vector<double> references;
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const Row& row = rows[k];
+    const Result r = table[k]->result();
+    references.push_back(r.referenceSeconds);
     const double ratio = r.measuredBubble / std::max(1e-9, r.predictedBubble);
     const double stepRatio = r.stepSeconds / std::max(1e-9, r.predictedStepSeconds);
     if (row.schedule == "interleaved" && row.m == 8 && row.v == 1) {
       bubbleRatioInterleaved8 = ratio;
       stepRatioInterleaved8 = stepRatio;
-      idle1F1B8 = r.idleSeconds;
+      oneFOneB8 = r;
     }
     if (row.schedule == "simple" && row.m == 8) {
       bubbleRatioSimple8 = ratio;
       stepRatioSimple8 = stepRatio;
     }
-    if (row.schedule == "zero_bubble" && row.m == 8) idleZeroBubble8 = r.idleSeconds;
+    if (row.schedule == "zero_bubble" && row.m == 8) zeroBubble8 = r;
     if (root)
-      std::printf("%-12s %2d %2d %2d %10.1f %10.1f %10.1f %9.1f %9.1f %8.2f %8.1f %-14s %s\n", row.schedule.c_str(), p,
-                  row.m, row.v, r.stepSeconds * 1e3, r.computeSeconds * 1e3, o.batch / r.stepSeconds,
-                  r.measuredBubble * 100, r.predictedBubble * 100,
-                  ratio, r.predictedStepSeconds * 1e3, bytesList(r.stashBytes).c_str(), cutList(r.cut).c_str());
+      std::printf("%-12s %2d %2d %2d %10.1f %10.1f %10.1f %9.1f %9.1f %8.2f %8.1f %7.1f %6.1f %6.2f %6.1f %8.1f %-14s %s\n",
+                  row.schedule.c_str(), p, row.m, row.v, r.stepSeconds * 1e3, r.computeSeconds * 1e3,
+                  o.batch / r.stepSeconds, r.measuredBubble * 100, r.predictedBubble * 100, ratio,
+                  r.predictedStepSeconds * 1e3, r.backwardSeconds * 1e3, r.weightGradientSeconds * 1e3,
+                  r.referenceSeconds * 1e3, r.normalisedCompute, r.normalisedIdle, bytesList(r.stashBytes).c_str(),
+                  cutList(r.cut).c_str());
   }
-  const Speedup sp = compareWithOneProcess(o, 8);
-  if (root) {
-    std::printf("m=8 in rotation: 2 stages %.1f ms (%.1f samples/s); one process 1 thread %.1f ms (%.1f samples/s), "
-                "2 threads %.1f ms (%.1f samples/s)\n",
-                sp.pipeline * 1e3, o.batch / sp.pipeline, sp.oneThread * 1e3, o.batch / sp.oneThread,
-                sp.twoThreads * 1e3, o.batch / sp.twoThreads);
-  }
-  // Automatic partition against every manual cut of an unbalanced model (p = 2 only), all
-  // models alive at once and stepped in rotation so that they see the same background load.
-  double autoStep = 0, bestManual = 1e30;
-  if (p == 2) {
-    const int children = static_cast<int>(unbalancedNet(o)->size());
-    std::vector<std::string> configs = {mpConfig("interleaved", 2, 8)};
-    std::vector<int> cuts = {-1};
-    // Every contiguous 2-stage partition: a cut before each child but the first (also
-    // between a Linear and its Tanh, where the automatic partition may cut too).
-    for (int cut = 1; cut < children; ++cut) {
-      std::string manual = "{";
-      for (int i = 0; i < children; ++i) manual += c10::str(i ? ", " : "", "\"", i, "\": ", i < cut ? 0 : 1);
-      configs.push_back(mpConfig("interleaved", 2, 8, 1, manual + "}"));
-      cuts.push_back(cut);
-    }
-    struct Candidate {
-      std::unique_ptr<strata::DistributedModel> model;
-      std::unique_ptr<strata::DistributedOptimizer> opt;
-      std::vector<double> steps;
-    };
-    std::vector<Candidate> candidates;
-    for (const auto& json : configs) {
-      strata::DistributedModelOptions options;
-      options.modelParallel = json;
-      Candidate c;
-      c.model = std::make_unique<strata::DistributedModel>(unbalancedNet(o), options);
-      c.opt = std::make_unique<strata::DistributedOptimizer>(torch::optim::SGD(c.model->parameters(), 1e-3), *c.model);
-      candidates.push_back(std::move(c));
-    }
-    torch::manual_seed(1);
-    const torch::Tensor x = torch::randn({o.batch, o.width}), y = torch::randn({o.batch, o.width});
-    for (int round = 0; round <= o.steps; ++round)
-      for (auto& c : candidates) {
-        strata::barrier();
-        c.opt->zero_grad();
-        c.model->step(x, y, mse);
-        c.opt->step();
-        double t = c.model->pipeline_stats().stepSeconds;
-        strata::world().allreduce(&t, &t, 1, strata::DType::kFloat64, strata::ReduceOp::kMax);
-        if (round > 0) c.steps.push_back(t);
-      }
-    int bestCut = -1;
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      const double t = median(candidates[i].steps);
-      if (i == 0) {
-        autoStep = t;
-        if (root)
-          std::printf("auto partition (stages start at %s): %.1f ms\n",
-                      cutList(candidates[i].model->pipeline_stats().stageFirstLayer).c_str(), t * 1e3);
-      } else {
-        if (root) std::printf("manual cut at %d: %.1f ms\n", cuts[i], t * 1e3);
-        if (t < bestManual) {
-          bestManual = t;
-          bestCut = cuts[i];
-        }
-      }
-    }
-    if (root) std::printf("best manual cut at %d: %.1f ms\n", bestCut, bestManual * 1e3);
+  table.clear();
+  if (root && !references.empty())
+    std::printf("reference kernel per row (ms, median of the row's steps): min %.2f median %.2f max %.2f\n",
+                *std::min_element(references.begin(), references.end()) * 1e3, median(references) * 1e3,
+                *std::max_element(references.begin(), references.end()) * 1e3);
+  Speedup sp;
+  double autoStep = 0, bestManual = 1;
+  if (!tableOnly) {
+    sp = compareWithOneProcess(o, 8);
+    if (root)
+      std::printf("m=8 in rotation: 2 stages %.1f ms (%.1f samples/s); one process 1 thread %.1f ms (%.1f samples/s), "
+                  "2 threads %.1f ms (%.1f samples/s)\n",
+                  sp.pipeline * 1e3, o.batch / sp.pipeline, sp.oneThread * 1e3, o.batch / sp.oneThread,
+                  sp.twoThreads * 1e3, o.batch / sp.twoThreads);
+    if (p == 2) std::tie(autoStep, bestManual) = compareAutoWithManual(o, root);
   }
   if (root) {
     // Sleep layers tag their lines, so the real-compute lines stay the canonical ones.
@@ -383,10 +492,18 @@ int main(int argc, char** argv) {
     std::printf("# bubble measured/predicted simple p=%d m=8%s: %.2f\n", p, tag, bubbleRatioSimple8);
     std::printf("# step measured/predicted interleaved p=%d m=8%s: %.2f\n", p, tag, stepRatioInterleaved8);
     std::printf("# step measured/predicted simple p=%d m=8%s: %.2f\n", p, tag, stepRatioSimple8);
-    std::printf("# bubble zero-bubble/1F1B p=%d m=8%s: %.2f\n", p, tag, idleZeroBubble8 / std::max(1e-9, idle1F1B8));
-    std::printf("# speedup 2-stage/1-thread m=8%s: %.2f\n", tag, sp.oneThread / sp.pipeline);
-    std::printf("# speedup 2-stage/2-thread m=8%s: %.2f\n", tag, sp.twoThreads / sp.pipeline);
-    if (p == 2) std::printf("# auto/best-manual step time%s: %.2f\n", tag, autoStep / bestManual);
+    std::printf("# bubble zero-bubble/1F1B p=%d m=8%s: %.2f\n", p, tag,
+                zeroBubble8.idleSeconds / std::max(1e-9, oneFOneB8.idleSeconds));
+    std::printf("# bubble zero-bubble/1F1B p=%d m=8 normalised%s: %.2f\n", p, tag,
+                zeroBubble8.normalisedIdle / std::max(1e-9, oneFOneB8.normalisedIdle));
+    std::printf("# compute zero-bubble/1F1B p=%d m=8%s: %.2f (normalised %.2f)\n", p, tag,
+                zeroBubble8.computeSeconds / std::max(1e-9, oneFOneB8.computeSeconds),
+                zeroBubble8.normalisedCompute / std::max(1e-9, oneFOneB8.normalisedCompute));
+    if (!tableOnly) {
+      std::printf("# speedup 2-stage/1-thread m=8%s: %.2f\n", tag, sp.oneThread / sp.pipeline);
+      std::printf("# speedup 2-stage/2-thread m=8%s: %.2f\n", tag, sp.twoThreads / sp.pipeline);
+      if (p == 2) std::printf("# auto/best-manual step time%s: %.2f\n", tag, autoStep / bestManual);
+    }
   }
   strata::finalize();
   return 0;

@@ -6,6 +6,11 @@
 # Stores the output in $OUT/pipeline.txt (OUT: default bench/results); ends with the summary
 # lines of issue 4 (and issue 14: "# bubble zero-bubble/1F1B p=2 m=8", idle time of zero_bubble
 # over 1F1B's, both from the schedule rows above).
+# The machine's speed drifts between rows (shared cores), so the bench steps its rows in
+# rounds (one step of every row per round, medians per row) and times a fixed reference
+# kernel on every rank beside each step: "c/ref" and "idle/ref" (and the "normalised" summary
+# lines) divide by it and do not move with the machine's speed. Extra pipeline_bench
+# arguments: PIPELINE_BENCH_ARGS (e.g. "--only interleaved,zero_bubble --table-only").
 set -euo pipefail
 BUILD="${1:-build}"; STEPS="${2:-5}"; WIDTH="${3:-1536}"; BATCH="${4:-128}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -21,9 +26,9 @@ QUIET_LOG=$(mktemp); wait_quiet "$QUIET_LOG"
   echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(getconf _NPROCESSORS_ONLN) cores"
   echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "# command: mpirun -np 2 $BUILD/bench/pipeline_bench --steps $STEPS --width 64 --batch $BATCH --sleep-ms 2"
-  mpirun -np 2 "$BUILD/bench/pipeline_bench" --steps "$STEPS" --width 64 --batch "$BATCH" --sleep-ms 2
+  mpirun -np 2 "$BUILD/bench/pipeline_bench" --steps "$STEPS" --width 64 --batch "$BATCH" --sleep-ms 2 ${PIPELINE_BENCH_ARGS:-}
   echo "# load between: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "# command: mpirun -np 2 $BUILD/bench/pipeline_bench --steps $STEPS --width $WIDTH --batch $BATCH"
-  mpirun -np 2 "$BUILD/bench/pipeline_bench" --steps "$STEPS" --width "$WIDTH" --batch "$BATCH"
+  mpirun -np 2 "$BUILD/bench/pipeline_bench" --steps "$STEPS" --width "$WIDTH" --batch "$BATCH" ${PIPELINE_BENCH_ARGS:-}
 } | tee "$OUT"
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"

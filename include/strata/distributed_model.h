@@ -81,6 +81,8 @@ struct DistributedModelOptions {
 struct PipelineStats {
   double stepSeconds = 0;          // the executor's run of this rank's program
   double computeSeconds = 0;       // forward + backward
+  double backwardSeconds = 0;      // of which backward (B and W with zero_bubble)
+  double weightGradientSeconds = 0;  // of which W (zero_bubble's weight-gradient passes)
   double recvWaitSeconds = 0;      // blocked in receives
   int peakInFlight = 0;            // chunk-microbatches stashed at once
   int64_t peakStashBytes = 0;      // boundary tensors of those (inputs and outputs)

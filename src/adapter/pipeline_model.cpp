@@ -199,6 +199,8 @@ PipelineStats PipelineModel::stats() const {
   const pipeline::StepReport& r = lastReport_;
   s.stepSeconds = r.totalSeconds;
   s.computeSeconds = r.computeSeconds;
+  s.backwardSeconds = r.backwardSeconds;
+  s.weightGradientSeconds = r.weightGradientSeconds;
   s.recvWaitSeconds = r.recvWaitSeconds;
   s.peakInFlight = r.peakInFlight;
   s.peakStashBytes = r.peakStashBytes;

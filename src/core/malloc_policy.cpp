@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 
@@ -17,18 +18,28 @@ MallocPolicy parseMallocPolicy(const std::string& value, const std::string& fiel
 
 const char* mallocPolicyName(MallocPolicy policy) { return policy == MallocPolicy::kRetain ? "retain" : "system"; }
 
+MallocDecision decideMallocPolicy(MallocPolicy configured, bool userTunedMalloc) {
+  if (configured == MallocPolicy::kSystem) return {false, "system: the allocator as the process has it"};
+  if (userTunedMalloc)
+    return {false, "retain not applied: the environment tunes glibc's malloc (MALLOC_*_ or GLIBC_TUNABLES), which wins"};
+  return {true, "retain: freed memory stays in the process (no mmap for large blocks, no heap trimming)"};
+}
+
+bool userTunedMalloc(const char* (*getenv)(const char*)) {
+  for (const char* name : {"MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_"}) {
+    const char* value = getenv(name);
+    if (value != nullptr && *value != '\0') return true;
+  }
+  const char* tunables = getenv("GLIBC_TUNABLES");
+  return tunables != nullptr && std::strstr(tunables, "glibc.malloc.") != nullptr;
+}
+
 void applyMallocPolicy(MallocPolicy policy) {
-  // glibc's defaults (mallopt(3)): 65536 mmapped blocks at most, 128 KiB thresholds. Setting
-  // them explicitly also turns off glibc's dynamic threshold, which is what "system" means
-  // for the rest of a run that switched policies (tests do).
-  constexpr int kDefaultMmapMax = 65536, kDefaultThreshold = 128 * 1024;
-  const bool retain = policy == MallocPolicy::kRetain;
+  if (policy == MallocPolicy::kSystem) return;
   // M_MMAP_MAX 0 sends every block to the heap: glibc's mmap threshold cannot exceed 32 MiB,
   // and gradient temporaries are larger than that.
-  const bool ok = mallopt(M_MMAP_MAX, retain ? 0 : kDefaultMmapMax) == 1 &&
-                  mallopt(M_TRIM_THRESHOLD, retain ? std::numeric_limits<int>::max() : kDefaultThreshold) == 1 &&
-                  (retain || mallopt(M_MMAP_THRESHOLD, kDefaultThreshold) == 1);
-  if (!ok) throw std::runtime_error(std::string("mallopt refused the \"") + mallocPolicyName(policy) + "\" malloc policy");
+  if (mallopt(M_MMAP_MAX, 0) != 1 || mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max()) != 1)
+    throw std::runtime_error("mallopt refused the \"retain\" malloc policy");
 }
 
 }  // namespace strata

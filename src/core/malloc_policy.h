@@ -20,9 +20,23 @@ enum class MallocPolicy { kRetain, kSystem };
 MallocPolicy parseMallocPolicy(const std::string& value, const std::string& field);
 const char* mallocPolicyName(MallocPolicy policy);
 
-// Sets glibc's malloc parameters for the rest of the process (later allocations; blocks
-// already mapped are untouched). kSystem restores glibc's documented defaults. Throws
-// std::runtime_error if mallopt refuses a parameter.
+// Whether Strata changes the allocator, and why (for the log).
+struct MallocDecision {
+  bool apply = false;
+  std::string reason;
+};
+
+// Pure. userTunedMalloc: the environment sets glibc's malloc parameters itself (see
+// userTunedMalloc below); the user's own settings then win over the default "retain".
+MallocDecision decideMallocPolicy(MallocPolicy configured, bool userTunedMalloc);
+
+// Any of glibc's MALLOC_MMAP_MAX_, MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_,
+// MALLOC_TOP_PAD_ or a glibc.malloc.* entry in GLIBC_TUNABLES, from `getenv`.
+bool userTunedMalloc(const char* (*getenv)(const char*));
+
+// kRetain: sets glibc's malloc parameters for the rest of the process (later allocations;
+// blocks already mapped are untouched); throws std::runtime_error if mallopt refuses one.
+// kSystem: changes nothing.
 void applyMallocPolicy(MallocPolicy policy);
 
 }  // namespace strata

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -44,6 +45,7 @@ struct RuntimeState {
   std::shared_ptr<bootstrap::Store> store;
   std::vector<transport::PeerInfo> peers;
   runtime::JobSecret secret;  // the effective secret (also in commOptions.jobSecret)
+  MallocDecision mallocDecision;  // memory.malloc as carried out (core/malloc_policy.h)
   collectives::CommOptions commOptions;
   std::unique_ptr<Group> world;
   std::string host;
@@ -231,7 +233,9 @@ void applyEnvironmentOverrides(RuntimeState& s, const InitOptions& options) {
   s.secret = runtime::loadJobSecret(s.config.security.jobSecretFile);
   // Before the world's buffers and the training loop allocate (core/malloc_policy.h).
   s.config.memory.malloc = env::getString("STRATA_MALLOC", s.config.memory.malloc, {"retain", "system"});
-  applyMallocPolicy(parseMallocPolicy(s.config.memory.malloc, "memory.malloc"));
+  s.mallocDecision = decideMallocPolicy(parseMallocPolicy(s.config.memory.malloc, "memory.malloc"),
+                                       userTunedMalloc([](const char* name) -> const char* { return std::getenv(name); }));
+  if (s.mallocDecision.apply) applyMallocPolicy(MallocPolicy::kRetain);
   s.flight = runtime::flightSettings(s.config);
   o.flight = runtime::createFlightRecorder(s.flight);
 }
@@ -288,7 +292,7 @@ void logEffectiveSettings(const RuntimeState& s) {
   STRATA_LOG(kInfo, kInit, "collectives: timeout_ms=", s.commOptions.timeout.count(),
              " transport=", s.commOptions.transport, " allreduce_algo=", s.commOptions.allreduceAlgo,
              " shm_slot_bytes=", s.commOptions.shmSlotBytes, " chunk_bytes=", s.commOptions.chunkBytes);
-  STRATA_LOG(kInfo, kInit, "memory: malloc=", s.config.memory.malloc);
+  STRATA_LOG(kInfo, kInit, "memory: malloc=", s.config.memory.malloc, " (", s.mallocDecision.reason, ")");
   for (const auto& [name, value] : env::strataVariables())
     STRATA_LOG(kInfo, kInit, "env ", name, "=", name == "STRATA_JOB_SECRET" ? "<set>" : value);
   STRATA_LOG(kInfo, kConfig, "job config (", s.config.source, "): ", config::toJson(s.config).dump());

@@ -87,6 +87,33 @@ TEST(MallocPolicy, ParsesTheConfigsValuesAndNamesTheFieldOtherwise) {
   }
 }
 
+TEST(MallocPolicy, TheUsersOwnMallocSettingsWinOverTheDefault) {
+  EXPECT_TRUE(decideMallocPolicy(MallocPolicy::kRetain, false).apply);
+  EXPECT_FALSE(decideMallocPolicy(MallocPolicy::kRetain, true).apply);
+  EXPECT_NE(decideMallocPolicy(MallocPolicy::kRetain, true).reason.find("GLIBC_TUNABLES"), std::string::npos);
+  EXPECT_FALSE(decideMallocPolicy(MallocPolicy::kSystem, false).apply);
+}
+
+// A fake environment for userTunedMalloc.
+const char* gName = nullptr;
+const char* gValue = nullptr;
+const char* fakeGetenv(const char* name) { return gName != nullptr && std::strcmp(name, gName) == 0 ? gValue : nullptr; }
+bool tunedWith(const char* name, const char* value) {
+  gName = name;
+  gValue = value;
+  return userTunedMalloc(fakeGetenv);
+}
+
+TEST(MallocPolicy, SeesGlibcsMallocVariablesAndTunables) {
+  EXPECT_FALSE(tunedWith(nullptr, nullptr));
+  EXPECT_TRUE(tunedWith("MALLOC_TRIM_THRESHOLD_", "1000000"));
+  EXPECT_TRUE(tunedWith("MALLOC_MMAP_MAX_", "0"));
+  EXPECT_FALSE(tunedWith("MALLOC_MMAP_MAX_", ""));
+  EXPECT_FALSE(tunedWith("MALLOC_ARENA_MAX", "2"));  // arenas are not what the policy sets
+  EXPECT_TRUE(tunedWith("GLIBC_TUNABLES", "glibc.pthread.rseq=0:glibc.malloc.mmap_max=0"));
+  EXPECT_FALSE(tunedWith("GLIBC_TUNABLES", "glibc.pthread.rseq=0"));
+}
+
 TEST(MallocPolicy, IsRetainByDefaultAndRoundTripsThroughTheConfig) {
   EXPECT_EQ(config::defaultJobConfig().memory.malloc, "retain");
   const config::JobConfig c = config::parseJobConfig(R"({"memory": {"malloc": "system"}})", "job.json");
