@@ -19,6 +19,7 @@
 
 #include "common.h"
 #include "gloo_baseline.h"
+#include "core/malloc_policy.h"
 #include "strata/runtime.h"
 
 namespace sb = strata::bench;
@@ -168,7 +169,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   try {  // before anything allocates a baseline's temporaries (bench/common.h, Options::malloc)
-    sb::applyMallocPolicy(opts.malloc);
+    // "keep" is the runtime's "retain" policy (core/malloc_policy.h), applied before MPI_Init
+    // so that Open MPI's baseline gets it too; "default" leaves glibc's behaviour.
+    if (opts.malloc == "keep") strata::applyMallocPolicy(strata::MallocPolicy::kRetain);
   } catch (const std::runtime_error& e) {
     std::fprintf(stderr, "allreduce_bench: %s\n", e.what());
     return 1;

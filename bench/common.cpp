@@ -2,7 +2,6 @@
 
 #include <mpi.h>
 #include <fcntl.h>
-#include <malloc.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -16,7 +15,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <limits>
 #include <sstream>
 #include <stdexcept>
 
@@ -376,14 +374,6 @@ void* allocPrefaulted(size_t bytes) {
   if (!p) throw std::bad_alloc();
   std::memset(p, 0, bytes);
   return p;
-}
-
-void applyMallocPolicy(const std::string& policy) {
-  if (policy != "keep") return;
-  // M_MMAP_THRESHOLD cannot exceed 32 MiB, so only "no mmap at all" keeps a 64 MiB temporary
-  // in the heap; with trimming off, freed blocks stay mapped and are reused next call.
-  if (mallopt(M_MMAP_MAX, 0) != 1 || mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max()) != 1)
-    throw std::runtime_error("--malloc keep: mallopt failed");
 }
 
 size_t parseBytes(const std::string& text) {

@@ -97,9 +97,6 @@ int mpiSize();
 std::string processorName();        // MPI_Get_processor_name: the hostname
 std::string processorNameOfRank0();  // collective: rank 0's, on every rank
 void* allocPrefaulted(size_t bytes);  // page aligned, written once; free with std::free
-// Applies Options::malloc to this process; call before MPI_Init (before the baselines
-// allocate). Throws std::runtime_error if glibc refuses a setting.
-void applyMallocPolicy(const std::string& policy);
 // Deterministic small integer for (rank, index, seed) in [-8, 7]: sums of a few ranks are exact.
 inline float seededValue(int rank, size_t i, uint32_t seed) {
   return static_cast<float>(static_cast<int>((i * 7 + static_cast<size_t>(rank) * 13 + seed) & 15) - 8);
