@@ -6,6 +6,10 @@
 #   # efficiency <model> <n>      Strata: n-rank throughput / (n x 1-rank throughput, same threads per rank)
 #   # efficiency ddp <model> <n>  the same for PyTorch DDP, measured in this run
 #   # exposed_comm_fraction       see bench/scaling_bench.cpp (in [0, 1])
+#   # efficiency independent <model> <n>  the machine's ceiling: n unconnected 1-rank runs at
+#                                 once (no communication at all) over n x the 1-rank throughput
+#   # efficiency/independent <model> <n>  Strata's n-rank throughput over theirs (1.00: the
+#                                 communication costs nothing beyond what sharing the host does)
 # This VM's per-core speed drifts by tens of percent within minutes, so a baseline measured
 # minutes after the n-rank run says more about the drift than about scaling. Every round runs
 # each configuration once, back to back (1 rank, the 1-rank baselines, n ranks; Strata then
@@ -54,6 +58,29 @@ ddp() {
     --threads "$4" | sed "s/^ddp /$1 round=$2 /" | tee -a "$OUT"
 }
 
+# independent KIND ROUND N THREADS MODEL: N separate 1-rank runs at the same time (no
+# mpirun, nothing shared but the host); one line with their summed throughput. Each run is
+# pinned to a core as mpirun pins its ranks when they do not outnumber the cores.
+independent() {
+  local outs=() dirs=() i sum pin bench
+  bench=$(realpath "$BUILD/bench/scaling_bench")
+  for i in $(seq 1 "$3"); do
+    outs+=("$(mktemp)")
+    pin=()
+    [ "$3" -le "$CORES" ] && pin=(taskset -c $((i - 1)))
+    # Each run in its own directory: two jobs of one rank each would share runs/ otherwise.
+    dirs+=("$(mktemp -d)")
+    (cd "${dirs[-1]}" && "${pin[@]}" "$bench" --model "$5" --steps "$STEPS" --batch 32 --threads "$4") >"${outs[-1]}" 2>&1 &
+  done
+  wait
+  rm -rf "${dirs[@]}"
+  cat "${outs[@]}" | sed "s/^scaling /independent_run round=$2 /" >&2
+  sum=$(cat "${outs[@]}" | sed -nE 's/^scaling .* samples_per_s=([0-9.]+).*/\1/p' | awk '{ s += $1; n++ } END { if (n) print s, n }')
+  rm -f "${outs[@]}"
+  [ "${sum#* }" = "$3" ] || { echo "run_scaling.sh: $3 independent runs of $5 printed ${sum#* } results" >&2; exit 1; }
+  echo "$1 round=$2 model=$5 ranks=$3 threads=$4 samples_per_s=${sum% *}" | tee -a "$OUT"
+}
+
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # summary NAME: the median of the per-round values printed as "round <r> NAME: <v>".
@@ -81,6 +108,7 @@ for r in $(seq 1 "$ROUNDS"); do
         strata "baseline_t$t" "$r" 1 "$t" "$model"
         ddp "ddp_baseline_t$t" "$r" 1 "$t" "$model"
       fi
+      independent independent "$r" "$n" "$t" "$model"
       strata scaling "$r" "$n" 0 "$model"
       ddp ddp "$r" "$n" "$t" "$model"
     done
@@ -93,9 +121,12 @@ for r in $(seq 1 "$ROUNDS"); do
         sb=$(field "baseline_t$t" "$model" 1 samples_per_s "$r"); db=$(field "ddp_baseline_t$t" "$model" 1 samples_per_s "$r")
       fi
       sn=$(field scaling "$model" "$n" samples_per_s "$r"); dn=$(field ddp "$model" "$n" samples_per_s "$r")
+      ind=$(field independent "$model" "$n" samples_per_s "$r")
       roundLine "$r" "efficiency $model $n" "$(ratio "$sn" "$sb" "$n")"
       roundLine "$r" "efficiency_vs_1rank_all_cores $model $n" "$(ratio "$sn" "$s1" "$n")"
       roundLine "$r" "efficiency ddp $model $n" "$(ratio "$dn" "$db" "$n")"
+      roundLine "$r" "efficiency independent $model $n" "$(ratio "$ind" "$sb" "$n")"
+      roundLine "$r" "efficiency/independent $model $n" "$(ratio "$sn" "$ind")"
       roundLine "$r" "exposed_comm_fraction $model $n" "$(field scaling "$model" "$n" exposed_comm_fraction "$r")"
       roundLine "$r" "ratio strata/ddp $model $n" "$(ratio "$sn" "$dn")"
     done
@@ -104,7 +135,8 @@ done
 echo "# medians over $ROUNDS rounds:"
 for model in cnn mlp25m; do
   for n in $RANKS; do
-    for name in "efficiency $model $n" "efficiency_vs_1rank_all_cores $model $n" "efficiency ddp $model $n"; do
+    for name in "efficiency $model $n" "efficiency_vs_1rank_all_cores $model $n" "efficiency ddp $model $n" \
+      "efficiency independent $model $n" "efficiency/independent $model $n"; do
       summary "$name"
     done
   done
