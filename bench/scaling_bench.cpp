@@ -5,10 +5,13 @@
 //
 // Prints one line per run:
 //   scaling model=<m> ranks=<n> samples_per_s=<x> step_ms=<t> compute_ms=<c> exposed_comm_ms=<e>
-//   allreduce_ms=<a> other_ms=<o> exposed_comm_fraction=<f> queue_wait_ms=<q>
+//   allreduce_ms=<a> other_ms=<o> exposed_comm_fraction=<f> queue_wait_ms=<q> comm_cpu_ms=<u>
 // step = compute (forward + backward until the last gradient is produced, overlapped with
 // communication) + exposed communication (waiting for the AllReduces after backward) +
 // other (optimizer, zero_grad). Each *_ms figure is the maximum over ranks, taken on its own.
+// comm_cpu_ms: the CPU time the communication thread spent in the AllReduces per step (below
+// allreduce_ms when it shared its core with the training thread): with one busy rank per
+// core, this is CPU the compute did not get, however well the AllReduces overlap backward.
 //
 // exposed_comm_fraction: of the time the AllReduces ran (summed over ranks), the part the
 // training thread waited for, in [0, 1]. Per rank the exposed part is min(wait, run time):
@@ -105,9 +108,9 @@ int main(int argc, char** argv) {
   strata::world().barrier();
   const auto s = dmodel.stats();
   // The slowest rank decides the step time.
-  double perRank[5] = {total, compute, s.exposedSeconds, s.allreduceSeconds,
-                       std::max(0.0, s.exposedSeconds - s.allreduceSeconds)};
-  strata::world().allreduce(perRank, perRank, 5, strata::DType::kFloat64, strata::ReduceOp::kMax);
+  double perRank[6] = {total, compute, s.exposedSeconds, s.allreduceSeconds,
+                       std::max(0.0, s.exposedSeconds - s.allreduceSeconds), s.allreduceCpuSeconds};
+  strata::world().allreduce(perRank, perRank, 6, strata::DType::kFloat64, strata::ReduceOp::kMax);
   double exposedSums[2] = {std::min(s.exposedSeconds, s.allreduceSeconds), s.allreduceSeconds};
   strata::world().allreduce(exposedSums, exposedSums, 2, strata::DType::kFloat64, strata::ReduceOp::kSum);
   const double exposedFraction = exposedSums[1] > 0 ? exposedSums[0] / exposedSums[1] : 0.0;
@@ -115,10 +118,11 @@ int main(int argc, char** argv) {
   const double samplesPerS = static_cast<double>(batch) * strata::size() * steps / perRank[0];
   if (strata::rank() == 0)
     std::printf("scaling model=%s ranks=%d threads=%d samples_per_s=%.1f step_ms=%.2f compute_ms=%.2f "
-                "exposed_comm_ms=%.2f allreduce_ms=%.2f other_ms=%.2f exposed_comm_fraction=%.3f queue_wait_ms=%.2f\n",
+                "exposed_comm_ms=%.2f allreduce_ms=%.2f other_ms=%.2f exposed_comm_fraction=%.3f queue_wait_ms=%.2f "
+                "comm_cpu_ms=%.2f\n",
                 model.c_str(), strata::size(), torch::get_num_threads(), samplesPerS, stepMs,
                 perRank[1] / steps * 1e3, perRank[2] / steps * 1e3, perRank[3] / steps * 1e3,
-                other / steps * 1e3, exposedFraction, perRank[4] / steps * 1e3);
+                other / steps * 1e3, exposedFraction, perRank[4] / steps * 1e3, perRank[5] / steps * 1e3);
   strata::finalize();
   return 0;
 }

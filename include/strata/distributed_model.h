@@ -186,6 +186,9 @@ class DistributedModel {
   struct Stats {
     int64_t steps = 0;
     double allreduceSeconds = 0;  // time the bucket AllReduces ran on the comm thread
+    // CPU time the comm thread spent on them: with as many busy ranks as cores, CPU the
+    // training threads did not get.
+    double allreduceCpuSeconds = 0;
     double exposedSeconds = 0;    // time the training thread waited for them after backward
     int64_t bytesReduced = 0;
   };

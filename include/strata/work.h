@@ -6,6 +6,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <thread>
 
 namespace strata {
 
@@ -24,6 +25,10 @@ class Work {
 
   // How long the operation itself ran (on the communication thread), once completed.
   std::chrono::nanoseconds runTime();
+  // The CPU time the running thread spent on it, once completed (0 when it was started and
+  // finished on different threads). Below runTime() when that thread was descheduled, e.g.
+  // sharing a core with the training thread, or slept in a wait.
+  std::chrono::nanoseconds cpuTime();
 
   // Called by the executor: when the operation starts running, and once when it ends.
   void markStarted();
@@ -36,6 +41,9 @@ class Work {
   std::exception_ptr error_;
   std::chrono::steady_clock::time_point started_{};
   std::chrono::nanoseconds runTime_{0};
+  std::chrono::nanoseconds cpuStarted_{0};
+  std::thread::id startedOn_{};
+  std::chrono::nanoseconds cpuTime_{0};
 };
 
 }  // namespace strata

@@ -329,6 +329,7 @@ DistributedModel::Stats DistributedModel::stats() const {
     const adapter::GradientReducerStats rs = r->stats();
     s.steps = rs.steps;
     s.allreduceSeconds = rs.allreduceSeconds;
+    s.allreduceCpuSeconds = rs.allreduceCpuSeconds;
     s.exposedSeconds = rs.exposedSeconds;
     s.bytesReduced = rs.bytesReduced;
   }

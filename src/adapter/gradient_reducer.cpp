@@ -180,6 +180,7 @@ void GradientReducer::finish() {
       b.work->wait();
       const size_t bytes = b.wire.defined() ? b.wire.nbytes() : b.flat.nbytes();
       stats_.allreduceSeconds += std::chrono::duration<double>(b.work->runTime()).count();
+      stats_.allreduceCpuSeconds += std::chrono::duration<double>(b.work->cpuTime()).count();
       stats_.bytesReduced += static_cast<int64_t>(bytes);
       runs.push_back({i, bytes, b.launchUs,
                       std::chrono::duration_cast<std::chrono::microseconds>(b.work->runTime()).count()});

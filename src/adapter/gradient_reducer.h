@@ -51,6 +51,7 @@ c10::ScalarType wireType(const std::string& gradientDtype);
 struct GradientReducerStats {
   int64_t steps = 0;
   double allreduceSeconds = 0;  // time the bucket AllReduces ran on the comm thread
+  double allreduceCpuSeconds = 0;  // CPU time the comm thread spent on them
   double exposedSeconds = 0;    // time the training thread waited for them
   int64_t bytesReduced = 0;
 };

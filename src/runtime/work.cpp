@@ -1,8 +1,19 @@
 #include "strata/work.h"
 
+#include <time.h>
+
 #include "core/errors.h"
 
 namespace strata {
+namespace {
+
+std::chrono::nanoseconds threadCpuNow() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
+
+}  // namespace
 
 bool Work::isCompleted() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -29,15 +40,23 @@ std::chrono::nanoseconds Work::runTime() {
   return runTime_;
 }
 
+std::chrono::nanoseconds Work::cpuTime() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cpuTime_;
+}
+
 void Work::markStarted() {
   std::lock_guard<std::mutex> lock(mu_);
   started_ = std::chrono::steady_clock::now();
+  startedOn_ = std::this_thread::get_id();
+  cpuStarted_ = threadCpuNow();
 }
 
 void Work::finish(std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (started_.time_since_epoch().count() != 0) runTime_ = std::chrono::steady_clock::now() - started_;
+    if (startedOn_ == std::this_thread::get_id()) cpuTime_ = threadCpuNow() - cpuStarted_;
     done_ = true;
     error_ = std::move(error);
   }
