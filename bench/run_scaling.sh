@@ -10,6 +10,8 @@
 #                                 once (no communication at all) over n x the 1-rank throughput
 #   # efficiency/independent <model> <n>  Strata's n-rank throughput over theirs (1.00: the
 #                                 communication costs nothing beyond what sharing the host does)
+#   # comm_cpu/step <model> <n>   CPU time of the communication thread per step over the step
+#                                 time: with a busy rank per core, compute time lost to it
 # This VM's per-core speed drifts by tens of percent within minutes, so a baseline measured
 # minutes after the n-rank run says more about the drift than about scaling. Every round runs
 # each configuration once, back to back (1 rank, the 1-rank baselines, n ranks; Strata then
@@ -128,6 +130,8 @@ for r in $(seq 1 "$ROUNDS"); do
       roundLine "$r" "efficiency independent $model $n" "$(ratio "$ind" "$sb" "$n")"
       roundLine "$r" "efficiency/independent $model $n" "$(ratio "$sn" "$ind")"
       roundLine "$r" "exposed_comm_fraction $model $n" "$(field scaling "$model" "$n" exposed_comm_fraction "$r")"
+      roundLine "$r" "comm_cpu/step $model $n" "$(ratio "$(field scaling "$model" "$n" comm_cpu_ms "$r")" \
+        "$(field scaling "$model" "$n" step_ms "$r")")"
       roundLine "$r" "ratio strata/ddp $model $n" "$(ratio "$sn" "$dn")"
     done
   done
@@ -144,6 +148,7 @@ done
 for model in cnn mlp25m; do
   for n in $RANKS; do
     summary "exposed_comm_fraction $model $n"
+    summary "comm_cpu/step $model $n"
     summary "ratio strata/ddp $model $n"
   done
 done
