@@ -21,7 +21,18 @@ mkdir -p "$(dirname "$OUT")"
 # shellcheck source=quiet.sh
 source "$(dirname "$0")/quiet.sh"
 QUIET_LOG=$(mktemp); wait_quiet "$QUIET_LOG"
+# The host's placement of the two vCPUs ("near": ~0.1 us, "far": ~0.4-0.5 us cache-line round
+# trip; bench/RESULTS.md): real-compute pipeline figures differ between the two, so every run
+# records it before and after (allreduce_bench's probe; "n/a" when that is not built).
+hostProbe() {
+  local v=""
+  [ -x "$BUILD/bench/allreduce_bench" ] &&
+    v=$(mpirun -np 2 "$BUILD/bench/allreduce_bench" -b 4K -e 4K --impl mpi --repeats 1 2>/dev/null |
+        sed -n 's/^# probe .*(start): //p')
+  echo "# host probe (shm ping-pong round trip, us; near ~0.1, far ~0.45) $1: ${v:-n/a}"
+}
 {
+  hostProbe before
   echo "# $(cat "$QUIET_LOG")"
   echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(getconf _NPROCESSORS_ONLN) cores"
   echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -30,5 +41,6 @@ QUIET_LOG=$(mktemp); wait_quiet "$QUIET_LOG"
   echo "# load between: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "# command: mpirun -np 2 $BUILD/bench/pipeline_bench --steps $STEPS --width $WIDTH --batch $BATCH"
   mpirun -np 2 "$BUILD/bench/pipeline_bench" --steps "$STEPS" --width "$WIDTH" --batch "$BATCH" ${PIPELINE_BENCH_ARGS:-}
+  hostProbe after
 } | tee "$OUT"
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
