@@ -1,6 +1,6 @@
 // Frozen and unused parameters, no_sync accumulation, BatchNorm buffers, bucket
-// rebuilding, 16-bit gradient AllReduce, gradients as (shared) bucket views, and models that
-// differ across ranks.
+// rebuilding, 16-bit gradient AllReduce, gradients as (shared) bucket views, the AllReduce
+// statistics, and models that differ across ranks.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -158,6 +158,31 @@ TEST(DataParallelFeatures, GradientsAreAveragedBucketViews) {
     EXPECT_LE(maxRelativeDiff(grads, want), 1e-12) << "step " << step;
     if (sharedMemory) EXPECT_EQ(world().lastAllreduceAlgorithm(), "shm_direct") << "step " << step;
   }
+}
+
+// stats(): the AllReduces' run time and the communication thread's CPU time in them. The CPU
+// time is what a busy rank's compute loses to the reduction (bench/scaling_bench's
+// comm_cpu_ms); on one thread it cannot exceed the run time.
+TEST(DataParallelFeatures, StatsCountTheAllReducesTimeAndCpu) {
+  auto net = makeMlp(torch::kFloat32, 256);
+  DistributedModel model(net);
+  DistributedOptimizer opt(torch::optim::SGD(model.parameters(), 0.1), model);
+  model.reset_stats();
+  for (int step = 0; step < 3; ++step) {
+    auto [x, y] = globalBatch(step);
+    opt.zero_grad();
+    model.backward(torch::mse_loss(model(localSlice(x)), localSlice(y)));
+    opt.step();
+  }
+  const DistributedModel::Stats s = model.stats();
+  EXPECT_LE(s.allreduceCpuSeconds, s.allreduceSeconds + 1e-3);
+  if (strata::size() == 1) return;  // the runs at 2 and 4 ranks check that something was counted
+  EXPECT_EQ(s.steps, 3);
+  EXPECT_GT(s.bytesReduced, 0);
+  EXPECT_GT(s.allreduceSeconds, 0.0);
+  EXPECT_GT(s.allreduceCpuSeconds, 0.0);
+  model.reset_stats();
+  EXPECT_EQ(model.stats().allreduceCpuSeconds, 0.0);
 }
 
 TEST(DataParallelFeatures, DifferentModelsAreReportedByName) {
