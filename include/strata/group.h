@@ -42,6 +42,12 @@ class SharedBuffer {
   // False when this rank has no peer on its host to share with (one rank per host, or
   // STRATA_TRANSPORT=tcp): then it is ordinary memory and collectives stage as usual.
   bool peerMapped() const;
+  // Every local rank's copy: part(localRank()) == data(). A peer's copy is readable and
+  // writable here (when peerMapped()); part(0) serves as one copy shared by the host's ranks
+  // (host-shared parameters, docs/collectives.md).
+  void* part(int localRank) const;
+  int localRank() const;
+  int localSize() const;
 
  private:
   std::shared_ptr<collectives::SharedRegion> region_;
@@ -80,6 +86,25 @@ class Group {
   // buffer (else MismatchError).
   std::shared_ptr<SharedBuffer> allocateShared(size_t numBytes);
 
+  // Reduce-scatter out of shared memory (a sharded optimizer's gradient reduction). `in`:
+  // `count` elements inside a SharedBuffer of this group, at the same offset on every rank.
+  // Afterwards this rank's shard of `out`, sharedShard(count, dtype), holds the reduction
+  // over every rank's `in` (same operand order on every rank, so bitwise reproducible).
+  // `out` may be `in` or any memory, e.g. part(0) of another SharedBuffer, which the ranks
+  // then fill together, each its own shard. When the group is on one host and `in` is
+  // peer-mapped, nothing else of `out` is written (the zero-copy reduction without its
+  // push: read n, write 1 per element of the shard); otherwise (one rank per host, several
+  // hosts, ordinary memory) it is an AllReduce from `in` into all of `out`. Returns once
+  // every rank's shard is written: all of `out` is complete when any rank returns.
+  void reduceScatterShared(const void* in, void* out, size_t count, DType dtype, ReduceOp op = ReduceOp::kSum);
+  // This rank's shard of `count` elements in reduceScatterShared: the zero-copy AllReduce's
+  // shards (cache-line aligned, by group rank; trailing ones may be empty). Pure.
+  struct ShardRange {
+    size_t offset = 0;  // elements
+    size_t count = 0;
+  };
+  ShardRange sharedShard(size_t count, DType dtype) const;
+
   // Asynchronous forms: the buffers must stay valid until the Work completes.
   std::shared_ptr<Work> allreduceAsync(const void* in, void* out, size_t count, DType dtype,
                                        ReduceOp op = ReduceOp::kSum);
@@ -87,6 +112,8 @@ class Group {
   std::shared_ptr<Work> allgatherAsync(const void* in, void* out, size_t countPerRank, DType dtype);
   std::shared_ptr<Work> reduceScatterAsync(const void* in, void* out, size_t countPerRank, DType dtype,
                                            ReduceOp op = ReduceOp::kSum);
+  std::shared_ptr<Work> reduceScatterSharedAsync(const void* in, void* out, size_t count, DType dtype,
+                                                 ReduceOp op = ReduceOp::kSum);
 
   // Tagged point-to-point. Messages between two ranks arrive in order; a receive whose
   // tag or size differs from the next message fails with MismatchError.

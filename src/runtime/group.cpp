@@ -137,6 +137,13 @@ void* SharedBuffer::data() const { return region_->mine(); }
 size_t SharedBuffer::size() const { return region_->size(); }
 uint64_t SharedBuffer::id() const { return region_->id(); }
 bool SharedBuffer::peerMapped() const { return region_->peerMapped(); }
+void* SharedBuffer::part(int localRank) const {
+  STRATA_CHECK(localRank >= 0 && localRank < region_->localSize(), "SharedBuffer::part(", localRank,
+               "): the buffer has ", region_->localSize(), " local part(s)");
+  return region_->part(localRank);
+}
+int SharedBuffer::localRank() const { return region_->localRank(); }
+int SharedBuffer::localSize() const { return region_->localSize(); }
 
 std::shared_ptr<SharedBuffer> Group::allocateShared(size_t numBytes) {
   std::shared_ptr<collectives::SharedRegion> region;
