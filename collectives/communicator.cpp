@@ -170,7 +170,7 @@ flight::Ticket Communicator::flightBegin(const CollSignature& sig, flight::Ticke
   info.count = sig.count;
   info.numBytes = sig.count * dtypeBytes(sig.dtype);
   info.peer = sig.root;
-  info.op = sig.kind == CollKind::kAllocateShared ? flight::Op::kAllocateShared : static_cast<flight::Op>(sig.kind);
+  info.op = flightOpOf(sig.kind);
   info.dtype = sig.dtype;
   info.reduceOp = sig.op;
   return flight_->record(info, flight::State::kStarted, flightLane_);
@@ -320,17 +320,59 @@ void Communicator::allReduce(const void* in, void* out, size_t count, DType dtyp
       if (in != out) std::memmove(out, in, numBytes);
       return;
     }
-    AlgoChoice choice = chooseAllReduce(summary(), numBytes, opts_.allreduceAlgo, placement);
-    if (!choice.error.empty()) {
-      STRATA_CHECK_WITH(ConfigError, parseAlgo(opts_.allreduceAlgo).has_value(), choice.error, " (valid: ",
-                        c10::Join(", ", algoNames()), ")");
-      if (!warnedForcedAlgo_) STRATA_LOG(kWarn, kColl, choice.error, "; choosing automatically");
-      warnedForcedAlgo_ = true;
-      choice = chooseAllReduce(summary(), numBytes, "auto", placement);
+    chooseAndRunAllReduce(sig, place, placement, in, out);
+  });
+}
+
+void Communicator::chooseAndRunAllReduce(const CollSignature& sig, const SharedPlace& place, Placement placement,
+                                         const void* in, void* out) {
+  const size_t numBytes = sig.count * dtypeBytes(sig.dtype);
+  AlgoChoice choice = chooseAllReduce(summary(), numBytes, opts_.allreduceAlgo, placement);
+  if (!choice.error.empty()) {
+    STRATA_CHECK_WITH(ConfigError, parseAlgo(opts_.allreduceAlgo).has_value(), choice.error,
+                      " (valid: ", c10::Join(", ", algoNames()), ")");
+    if (!warnedForcedAlgo_) STRATA_LOG(kWarn, kColl, choice.error, "; choosing automatically");
+    warnedForcedAlgo_ = true;
+    choice = chooseAllReduce(summary(), numBytes, "auto", placement);
+  }
+  lastAlgo_ = choice.algo;
+  STRATA_LOG(kDebug, kColl, describe(sig), " bytes=", numBytes, " algo=", algoName(choice.algo));
+  runAllReduce(choice.algo, sig, place, in, out);
+}
+
+void Communicator::reduceScatterShared(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
+                                       flight::Ticket enqueued) {
+  CollSignature sig = nextSignature(CollKind::kReduceScatterShared, count, dtype, op, -1);
+  const size_t numBytes = count * dtypeBytes(dtype);
+  // Like allReduce's place, for any `out`: every rank must pass the same place in the buffer.
+  const SharedPlace place = shared_.find(in, numBytes);
+  if (place.region) {
+    sig.sharedBuffer = place.region->id();
+    sig.sharedOffset = place.offset;
+  }
+  guarded(sig, enqueued, [&] {
+    const int n = topo_.worldSize;
+    if (n == 1) {
+      if (in != out) std::memmove(out, in, numBytes);
+      return;
     }
-    lastAlgo_ = choice.algo;
-    STRATA_LOG(kDebug, kColl, describe(sig), " bytes=", numBytes, " algo=", algoName(choice.algo));
-    runAllReduce(choice.algo, sig, place, in, out);
+    if (useShmOnly() && place.region && place.region->peerMapped()) {
+      // Part p is local rank p's; on one host local rank == group rank (buildTopology lists
+      // the host's ranks in ascending order), which the shards are numbered by.
+      STRATA_CHECK(topo_.localIndex == topo_.rank && static_cast<int>(topo_.localRanks.size()) == n,
+                   "reduce_scatter_shared: local rank ", topo_.localIndex, " of ", topo_.localRanks.size(),
+                   " is not group rank ", topo_.rank, " of ", n, " on a one-host group");
+      return shmDirectReduceScatter(*shm_, sig, place, out, sharedShardOf(count, n, topo_.rank, dtype), dtype, op, n);
+    }
+    if (!shm_) return chooseAndRunAllReduce(sig, place, Placement::kPrivate, in, out);
+    // Local peers (several hosts, or `in` outside any peer-mapped buffer): `out` may be memory
+    // they share (part(0) of a buffer), where the staged algorithms' partial sums of several
+    // ranks would collide. Reduce into private memory, then copy the (identical) result; the
+    // sync keeps every rank from returning while a local peer still writes `out`.
+    staging_.resize(numBytes);
+    chooseAndRunAllReduce(sig, SharedPlace{}, Placement::kPrivate, in, staging_.data());
+    if (numBytes > 0) std::memcpy(out, staging_.data(), numBytes);
+    shm_->syncAll("reduce_scatter_shared (result copied)");
   });
 }
 

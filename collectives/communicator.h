@@ -68,6 +68,18 @@ struct GroupTopology {
 };
 GroupTopology buildTopology(int rank, const std::vector<int>& hostIndexOfRank);
 
+// The flight recorder's operation for a collective kind.
+inline flight::Op flightOpOf(CollKind kind) {
+  switch (kind) {
+    case CollKind::kAllocateShared:
+      return flight::Op::kAllocateShared;
+    case CollKind::kReduceScatterShared:
+      return flight::Op::kReduceScatterShared;
+    default:
+      return static_cast<flight::Op>(kind);  // same values (static_assert in communicator_flight.cpp)
+  }
+}
+
 class Communicator {
  public:
   // Collective over all members. `peers[r]` describes group rank r; `store` must be
@@ -100,6 +112,12 @@ class Communicator {
   void reduceScatter(const void* in, void* out, size_t countPerRank, DType dtype, ReduceOp op,
                      flight::Ticket enqueued = {});
   void barrier();
+  // Group::reduceScatterShared (strata/group.h, shm_direct.h): this rank's shard,
+  // sharedShardOf(count, size(), rank(), dtype), of `out` receives the reduction of every
+  // rank's `in` (inside a shared buffer, same offset on every rank); zero-copy on one host,
+  // else an AllReduce into all of `out`. Returns once every rank's shard is written.
+  void reduceScatterShared(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
+                           flight::Ticket enqueued = {});
 
   // Collective: a buffer of `numBytes` per rank that every rank of this host maps
   // (shared_buffers.h); an in-place allReduce of data inside it takes the zero-copy
@@ -161,6 +179,9 @@ class Communicator {
                                                 flight::Op kind, size_t numBytes, int peer, uint64_t tag);
   void reportFlightFailure(const std::string& trigger, const std::string& op, const std::string& message);
   void allGatherWith(const CollSignature& sig, const void* in, void* out, size_t countPerRank, DType dtype);
+  // The cost model's (or the forced) algorithm for this call, then runAllReduce.
+  void chooseAndRunAllReduce(const CollSignature& sig, const SharedPlace& place, Placement placement, const void* in,
+                             void* out);
   void runAllReduce(AllReduceAlgo algo, const CollSignature& sig, const SharedPlace& place, const void* in,
                     void* out);
   // After a failure: tell the peers (store record, shm abort, closed connections) and
@@ -192,6 +213,7 @@ class Communicator {
   AllReduceAlgo lastAlgo_ = AllReduceAlgo::kTcpRing;
   bool warnedForcedAlgo_ = false;
   Scratch scratch_, packed_;
+  Scratch staging_;                     // reduceScatterShared's private result when local peers may share `out`
   flight::Recorder* flight_ = nullptr;  // opts_.flight, unless a benchmark turned it off
   uint32_t flightGroup_ = 0;
   // The recorder lane of this group's collectives (issued one at a time, as seq_ assumes):

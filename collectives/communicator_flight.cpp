@@ -131,7 +131,7 @@ flight::Ticket Communicator::flightEnqueued(CollKind kind, size_t count, DType d
   info.count = count;
   info.numBytes = count * dtypeBytes(dtype);
   info.peer = root;
-  info.op = kind == CollKind::kAllocateShared ? flight::Op::kAllocateShared : static_cast<flight::Op>(kind);
+  info.op = flightOpOf(kind);
   info.dtype = dtype;
   info.reduceOp = op;
   return recorder->record(info, flight::State::kEnqueued);

@@ -29,7 +29,8 @@ OrderedJson entryToJson(const Entry& e, const Snapshot& snap) {
   j["op"] = opName(e.info.op);
   j["state"] = stateName(e.state);
   if (isCollective(e.info.op) && e.info.op != Op::kBarrier) j["dtype"] = dtypeName(e.info.dtype);
-  if (e.info.op == Op::kAllReduce || e.info.op == Op::kReduceScatter) j["reduce_op"] = reduceOpName(e.info.reduceOp);
+  if (e.info.op == Op::kAllReduce || e.info.op == Op::kReduceScatter || e.info.op == Op::kReduceScatterShared)
+    j["reduce_op"] = reduceOpName(e.info.reduceOp);
   if (isCollective(e.info.op)) j["count"] = e.info.count;
   j["bytes"] = e.info.numBytes;
   if (e.info.op == Op::kBroadcast) j["root"] = worldRankOf(group, e.info.peer);

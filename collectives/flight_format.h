@@ -54,7 +54,7 @@ struct DumpEntry {
   std::string op;        // opName()
   std::string state;     // stateName()
   std::string dtype;     // collectives other than barrier
-  std::string reduceOp;  // allreduce, reduce_scatter
+  std::string reduceOp;  // allreduce, reduce_scatter, reduce_scatter_shared
   uint64_t count = 0;
   uint64_t numBytes = 0;
   int root = -1;  // broadcast

@@ -82,6 +82,8 @@ const char* opName(Op op) {
     case Op::kSend: return "send";
     case Op::kRecv: return "recv";
     case Op::kAllocateShared: return "allocate_shared";
+    case Op::kReduceScatterShared:
+      return "reduce_scatter_shared";
   }
   return "?";
 }

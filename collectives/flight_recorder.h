@@ -45,7 +45,17 @@
 
 namespace strata::collectives::flight {
 
-enum class Op : uint8_t { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kBarrier, kSend, kRecv, kAllocateShared };
+enum class Op : uint8_t {
+  kAllReduce,
+  kBroadcast,
+  kAllGather,
+  kReduceScatter,
+  kBarrier,
+  kSend,
+  kRecv,
+  kAllocateShared,
+  kReduceScatterShared,
+};
 enum class State : uint8_t { kEnqueued, kStarted, kCompleted, kFailed };
 // kTicker: the process's ticker thread's last CLOCK_MONOTONIC reading (flight_ticker.h):
 // one load a read, the ticker's period (50 ms) as resolution, plus however long the thread
@@ -54,7 +64,7 @@ enum class State : uint8_t { kEnqueued, kStarted, kCompleted, kFailed };
 // kPrecise: the TSC where it is invariant (x86-64 with constant_tsc and nonstop_tsc), else
 // steady_clock: nanoseconds, but 3-5 times the cost of a coarse read (bench/RESULTS.md).
 enum class Clock : uint8_t { kTicker, kCoarse, kPrecise };
-const char* opName(Op op);        // "allreduce", ..., "send", "recv", "allocate_shared"
+const char* opName(Op op);           // "allreduce", ..., "send", "recv", "allocate_shared", "reduce_scatter_shared"
 const char* stateName(State state);  // "enqueued", "started", "completed", "failed"
 
 // What the caller knows about an operation when it records it.

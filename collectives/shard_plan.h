@@ -31,6 +31,12 @@ struct Range {
 // trailing shards may be empty when count is small.
 Range shardOf(size_t count, int parts, int index, size_t alignElems);
 std::vector<Range> planShards(size_t count, int parts, size_t alignElems);
+// Group rank `rank`'s shard of `count` elements of `dtype` among `groupSize` ranks: the
+// shard shm_direct's rank reduces, which Group::reduceScatterShared writes and
+// Group::sharedShard reports (one definition, so the two cannot drift apart).
+inline Range sharedShardOf(size_t count, int groupSize, int rank, DType dtype) {
+  return shardOf(count, groupSize, rank, shardAlignElemsOf(dtype));
+}
 
 // Chunk `index` of ceil(count / chunkElems) chunks of at most chunkElems elements.
 size_t numChunks(size_t count, size_t chunkElems);

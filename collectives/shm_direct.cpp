@@ -81,6 +81,26 @@ void shmDirectAllReduce(ShmDomain& d, const CollSignature& sig, const SharedPlac
   d.syncAll("allreduce (shards pushed)");
 }
 
+void shmDirectReduceScatter(ShmDomain& d, const CollSignature& sig, const SharedPlace& place, void* out, Range shard,
+                            DType dtype, ReduceOp op, int avgDivisor) {
+  const Parts parts = partsOf(d, place);
+  const size_t elem = dtypeBytes(dtype);
+  const Range expected = myShard(parts, Range{0, sig.count}, elem);
+  STRATA_CHECK(shard.offset == expected.offset && shard.count == expected.count, "reduce_scatter_shared: shard [",
+               shard.offset, ", +", shard.count, ") of local rank ", parts.me, " is not the zero-copy shard [",
+               expected.offset, ", +", expected.count, ")");
+  enter(d, sig);
+  if (shard.count > 0) {
+    const size_t byteOffset = shard.offset * elem;
+    const void* srcs[kMaxLocalRanks];
+    for (int p = 0; p < parts.n; ++p) srcs[p] = parts.at[p] + byteOffset;
+    reduceMany(op, dtype, static_cast<uint8_t*>(out) + byteOffset, srcs, parts.n, shard.count, avgDivisor);
+  }
+  // Also with an empty shard (small counts): when any rank returns, every shard is written
+  // and nobody reads the parts any more.
+  d.syncAll("reduce_scatter_shared (shards written)");
+}
+
 void hierarchicalDirectAllReduce(ShmDomain& d, LinkSet& cross, const CollSignature& sig, const SharedPlace& place,
                                  size_t count, DType dtype, ReduceOp op, int avgDivisor, Scratch& ringScratch) {
   const Parts parts = partsOf(d, place);

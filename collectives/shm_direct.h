@@ -16,13 +16,21 @@
 // TCP ring between the hosts over it (in place in my part), then the push and the final
 // sync.
 //
-// Neither needs a scratch buffer. Both publish the signature (with the buffer id and
+// shm_reduce_scatter (Group::reduceScatterShared, one host): shm_direct without the push.
+// After the same entry sync each rank reduces its shard out of the n parts (same operand
+// order) straight into the caller's `out`, which may be its own part or memory that all
+// local ranks share and fill together (part(0) of another buffer); an exit sync then tells
+// every rank that every shard is written and that nobody reads the parts any more. Per
+// rank and byte of its shard: read n, write 1 (no copies to the peers).
+//
+// None needs a scratch buffer. Both publish the signature (with the buffer id and
 // offset) before the entry sync and check the peers' after it, and throw like the staged
 // algorithms on mismatch, timeout, abort or a dead peer.
 #pragma once
 
 #include <cstddef>
 
+#include "collectives/shard_plan.h"
 #include "collectives/shared_buffers.h"
 #include "collectives/shm_domain.h"
 #include "collectives/signature.h"
@@ -34,6 +42,10 @@ namespace strata::collectives {
 // `blockBytes`: the unit reduced and pushed at a time (cache blocking; no sync per block).
 void shmDirectAllReduce(ShmDomain& d, const CollSignature& sig, const SharedPlace& place, size_t count,
                         DType dtype, ReduceOp op, int avgDivisor, size_t blockBytes);
+// `shard`: this rank's shard (sharedShardOf by group rank), whose part index must equal
+// the group rank (true on one host: local ranks are the group ranks in order).
+void shmDirectReduceScatter(ShmDomain& d, const CollSignature& sig, const SharedPlace& place, void* out, Range shard,
+                            DType dtype, ReduceOp op, int avgDivisor);
 void hierarchicalDirectAllReduce(ShmDomain& d, LinkSet& cross, const CollSignature& sig, const SharedPlace& place,
                                  size_t count, DType dtype, ReduceOp op, int avgDivisor, Scratch& ringScratch);
 

@@ -12,6 +12,8 @@ const char* collKindName(CollKind kind) {
     case CollKind::kReduceScatter: return "reduce_scatter";
     case CollKind::kBarrier: return "barrier";
     case CollKind::kAllocateShared: return "allocate_shared";
+    case CollKind::kReduceScatterShared:
+      return "reduce_scatter_shared";
   }
   return "?";
 }
@@ -26,7 +28,8 @@ std::string describe(const CollSignature& sig) {
   std::string text = c10::str(collKindName(sig.kind), " seq=", sig.seq);
   if (sig.kind == CollKind::kBarrier || sig.kind == CollKind::kAllocateShared) return text;
   text += c10::str(" ", dtypeName(sig.dtype));
-  if (sig.kind == CollKind::kAllReduce || sig.kind == CollKind::kReduceScatter)
+  if (sig.kind == CollKind::kAllReduce || sig.kind == CollKind::kReduceScatter ||
+      sig.kind == CollKind::kReduceScatterShared)
     text += c10::str(" ", reduceOpName(sig.op));
   text += c10::str(" count=", sig.count);
   if (sig.kind == CollKind::kBroadcast) text += c10::str(" root=", sig.root);

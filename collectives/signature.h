@@ -11,8 +11,18 @@
 namespace strata::collectives {
 
 // The first five in the order of flight::Op's first values (the communicator's flight
-// recording casts those; kAllocateShared has its own flight::Op further on).
-enum class CollKind : uint8_t { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kBarrier, kAllocateShared };
+// recording casts those; the later ones map to their own flight::Op, flightOpOf).
+// kReduceScatterShared: Group::reduceScatterShared (shm_direct.h), its own kind so that a
+// rank calling it while a peer calls an allreduce of the same data is a mismatch.
+enum class CollKind : uint8_t {
+  kAllReduce,
+  kBroadcast,
+  kAllGather,
+  kReduceScatter,
+  kBarrier,
+  kAllocateShared,
+  kReduceScatterShared,
+};
 const char* collKindName(CollKind kind);
 
 // Plain data: lives in shared memory and travels in message tags.

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "collectives/communicator.h"
+#include "collectives/shard_plan.h"
 #include "core/errors.h"
 #include "core/logging.h"
 #include "core/rank_tag.h"
@@ -167,6 +168,15 @@ void Group::reduceScatter(const void* in, void* out, size_t countPerRank, DType 
   impl_->run([=] { impl_->comm->reduceScatter(in, out, countPerRank, dtype, op); });
 }
 
+void Group::reduceScatterShared(const void* in, void* out, size_t count, DType dtype, ReduceOp op) {
+  impl_->run([=] { impl_->comm->reduceScatterShared(in, out, count, dtype, op); });
+}
+
+Group::ShardRange Group::sharedShard(size_t count, DType dtype) const {
+  const collectives::Range shard = collectives::sharedShardOf(count, size(), rank(), dtype);
+  return ShardRange{shard.offset, shard.count};
+}
+
 void Group::barrier() {
   impl_->run([=] { impl_->comm->barrier(); });
 }
@@ -194,6 +204,12 @@ std::shared_ptr<Work> Group::reduceScatterAsync(const void* in, void* out, size_
                                                 ReduceOp op) {
   const auto queued = impl_->comm->flightEnqueued(CollKind::kReduceScatter, countPerRank, dtype, op, -1);
   return impl_->enqueue([=] { impl_->comm->reduceScatter(in, out, countPerRank, dtype, op, queued); });
+}
+
+std::shared_ptr<Work> Group::reduceScatterSharedAsync(const void* in, void* out, size_t count, DType dtype,
+                                                      ReduceOp op) {
+  const auto queued = impl_->comm->flightEnqueued(CollKind::kReduceScatterShared, count, dtype, op, -1);
+  return impl_->enqueue([=] { impl_->comm->reduceScatterShared(in, out, count, dtype, op, queued); });
 }
 
 void Group::send(const void* data, size_t numBytes, int dst, uint64_t tag) {
