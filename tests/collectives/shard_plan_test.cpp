@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "collectives/shard_plan.h"
@@ -33,6 +34,53 @@ TEST(ShardPlan, ShardsAreBalancedToOneUnit) {
   EXPECT_EQ(shards[0].count, 336u);
   EXPECT_EQ(shards[1].count, 336u);
   EXPECT_EQ(shards[2].count, 328u);
+}
+
+// Group::sharedShard / reduceScatterShared: by group rank, cache-line aligned for the dtype.
+TEST(SharedShard, TilesTheCountOnCacheLinesForEveryDType) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kUInt8}) {
+    const size_t elem = dtypeBytes(dtype);
+    for (size_t count : {size_t{0}, size_t{1}, size_t{17}, size_t{1000003}}) {
+      for (int n : {1, 2, 3, 4, 7}) {
+        size_t next = 0, largest = 0, smallest = count;
+        for (int r = 0; r < n; ++r) {
+          const Range s = sharedShardOf(count, n, r, dtype);
+          ASSERT_EQ(s.offset, next) << dtypeName(dtype) << " count=" << count << " n=" << n << " r=" << r;
+          if (s.count > 0) {
+            EXPECT_EQ(s.offset * elem % kShardAlignBytes, 0u) << "starts inside a cache line";
+          }
+          if (s.end() != count) {
+            EXPECT_EQ(s.end() * elem % kShardAlignBytes, 0u) << "ends inside a cache line";
+          }
+          largest = std::max(largest, s.count);
+          smallest = std::min(smallest, s.count);
+          next = s.end();
+        }
+        EXPECT_EQ(next, count);
+        // Balanced: one cache line more at most, the last shard up to a line shorter (the
+        // count's partial line), once every rank gets a line.
+        if (count * elem >= static_cast<size_t>(n) * kShardAlignBytes) {
+          EXPECT_LT((largest - smallest) * elem, 2 * kShardAlignBytes) << dtypeName(dtype) << " count=" << count;
+        }
+      }
+    }
+  }
+}
+
+TEST(SharedShard, KnownSplits) {
+  // 17 float32 = one full line and one element: rank 0 the line, rank 1 the rest, 2 and 3 none.
+  EXPECT_EQ(sharedShardOf(17, 4, 0, DType::kFloat32).count, 16u);
+  EXPECT_EQ(sharedShardOf(17, 4, 1, DType::kFloat32).offset, 16u);
+  EXPECT_EQ(sharedShardOf(17, 4, 1, DType::kFloat32).count, 1u);
+  EXPECT_EQ(sharedShardOf(17, 4, 3, DType::kFloat32).count, 0u);
+  // 1000003 float64: 125001 lines of 8, 31251 to rank 0 and 31250 to the others (the last one
+  // short by the 5 missing elements).
+  EXPECT_EQ(sharedShardOf(1000003, 4, 0, DType::kFloat64).count, 250008u);
+  EXPECT_EQ(sharedShardOf(1000003, 4, 1, DType::kFloat64).offset, 250008u);
+  EXPECT_EQ(sharedShardOf(1000003, 4, 3, DType::kFloat64).offset, 750008u);
+  EXPECT_EQ(sharedShardOf(1000003, 4, 3, DType::kFloat64).count, 249995u);
+  // One rank owns everything.
+  EXPECT_EQ(sharedShardOf(1000003, 1, 0, DType::kFloat32).count, 1000003u);
 }
 
 TEST(ShardPlan, ChunksCoverTheBuffer) {

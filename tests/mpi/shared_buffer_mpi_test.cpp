@@ -8,10 +8,10 @@
 
 #include <cstdint>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "mpi/left_to_right.h"
 #include "strata/group.h"
 #include "strata/runtime.h"
 
@@ -72,18 +72,13 @@ TEST(SharedBufferMpi, ExactSumsEqualMpi) {
 // the zero-copy path on one host they are the bits of x_0 + x_1 + ... + x_{n-1} summed left
 // to right (the deterministic order), divided by n for the average.
 TEST(SharedBufferMpi, RandomFloatsBitwiseEqualAcrossRanksAndNaiveSum) {
-  const int rank = strata::rank(), n = strata::size();
+  const int rank = strata::rank();
   const size_t count = 300007;
   auto buffer = strata::world().allocateShared(count * sizeof(float));
   const bool direct = expectedAlgo(*buffer) == "shm_direct";
   float* data = static_cast<float*>(buffer->data());
-  std::mt19937 rng(977 + static_cast<unsigned>(rank));
-  std::normal_distribution<float> dist(0.f, 100.f);
-  std::vector<float> input(count);
-  for (float& v : input) v = dist(rng);
-  std::vector<float> all(count * static_cast<size_t>(n));
-  MPI_Allgather(input.data(), static_cast<int>(count), MPI_FLOAT, all.data(), static_cast<int>(count), MPI_FLOAT,
-                MPI_COMM_WORLD);
+  std::vector<float> all;
+  const std::vector<float> input = strata::testing::randomFloatsOfEveryRank(count, 977, rank, all);
   for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
     SCOPED_TRACE(strata::reduceOpName(op));
     std::memcpy(data, input.data(), count * sizeof(float));
@@ -93,14 +88,8 @@ TEST(SharedBufferMpi, RandomFloatsBitwiseEqualAcrossRanksAndNaiveSum) {
     EXPECT_EQ(std::memcmp(rank0Result.data(), data, count * sizeof(float)), 0)
         << "rank " << rank << " differs from rank 0";
     if (!direct) continue;  // the staged and inter-host algorithms sum in other orders
-    size_t differ = 0;
-    for (size_t i = 0; i < count; ++i) {
-      float sum = all[i];
-      for (int r = 1; r < n; ++r) sum += all[static_cast<size_t>(r) * count + i];
-      if (op == ReduceOp::kAvg) sum /= static_cast<float>(n);
-      differ += std::memcmp(&sum, &data[i], sizeof(float)) != 0;
-    }
-    EXPECT_EQ(differ, 0u) << "elements differing from the left-to-right sum, rank " << rank;
+    EXPECT_EQ(strata::testing::differFromLeftToRight(all, count, op, data), 0u)
+        << "elements differing from the left-to-right sum, rank " << rank;
   }
 }
 
