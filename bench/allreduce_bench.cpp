@@ -2,6 +2,9 @@
 //   strata  strata::world().allreduce (STRATA_ALLREDUCE_ALGO / STRATA_TRANSPORT / ... apply);
 //           with --buffer shared on a Group::allocateShared buffer (the zero-copy path)
 //   strata_private  the same on ordinary memory (with --buffer shared: the staged path beside it)
+//   strata_rs  strata::world().reduceScatterShared in place on Strata's buffer: with --buffer
+//           shared the zero-copy reduction without its push (each rank's shard only; its
+//           busbw column uses the AllReduce's factor, so compare times), else an AllReduce
 //   mpi     MPI_Allreduce(MPI_IN_PLACE) on MPI_COMM_WORLD
 //   gloo    c10d::ProcessGroupGloo from libtorch, as torch.distributed "gloo" runs it
 //   memcpy  each rank copies its S bytes to a private buffer, all ranks concurrently:
@@ -61,6 +64,28 @@ sb::Impl strataPrivateImpl() {
   return {"strata_private", false, run,
           [run](size_t count, uint32_t seed) { return sb::checkAllreduce(gBuf, count, seed, [&] { run(count); }); },
           {}};
+}
+
+// "strata_rs": the sharded optimizer's gradient reduction (Group::reduceScatterShared), checked
+// on this rank's shard, the part it promises to write.
+sb::Impl strataReduceScatterSharedImpl() {
+  auto run = [](size_t count) {
+    strata::world().reduceScatterShared(gStrataBuf, gStrataBuf, count, strata::DType::kFloat32, strata::ReduceOp::kSum);
+  };
+  auto check = [run](size_t count, uint32_t seed) {
+    const int rank = sb::mpiRank(), n = sb::mpiSize();
+    for (size_t i = 0; i < count; ++i) gStrataBuf[i] = sb::seededValue(rank, i, seed);
+    run(count);
+    const strata::Group::ShardRange mine = strata::world().sharedShard(count, strata::DType::kFloat32);
+    int64_t wrong = 0;
+    for (size_t i = mine.offset; i < mine.offset + mine.count; ++i) {
+      float expect = 0;
+      for (int r = 0; r < n; ++r) expect += sb::seededValue(r, i, seed);
+      wrong += gStrataBuf[i] != expect;
+    }
+    return wrong;
+  };
+  return {"strata_rs", false, run, check, {}};
 }
 
 sb::Impl mpiImpl() {
@@ -132,6 +157,8 @@ int runMain(const sb::Options& opts) {
   for (const std::string& name : opts.impls) {
     if (name == "strata") impls.push_back(strataImpl());
     else if (name == "strata_private") impls.push_back(strataPrivateImpl());
+    else if (name == "strata_rs")
+      impls.push_back(strataReduceScatterSharedImpl());
     else if (name == "mpi") impls.push_back(mpiImpl());
     else if (name == "memcpy") impls.push_back(memcpyImpl());
     else if (name == "gloo") {
@@ -139,7 +166,7 @@ int runMain(const sb::Options& opts) {
       spec.headerNotes.push_back(std::string("gloo: ") + gloo->describe());
       impls.push_back(glooImpl(gloo));
     } else {
-      throw std::invalid_argument("unknown --impl " + name + " (strata, strata_private, mpi, gloo, memcpy)");
+      throw std::invalid_argument("unknown --impl " + name + " (strata, strata_private, strata_rs, mpi, gloo, memcpy)");
     }
   }
   const int64_t wrong = sb::runBenchmark(opts, spec, impls);
