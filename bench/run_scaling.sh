@@ -4,6 +4,9 @@
 # Usage: [ROUNDS=3] [RANKS="2 4"] [OUT=dir] bench/run_scaling.sh [BUILD_DIR] [STEPS]
 # Ends with the summary lines of issues 3 and 16:
 #   # efficiency <model> <n>      Strata: n-rank throughput / (n x 1-rank throughput, same threads per rank)
+#   # efficiency host_shared <model> <n>  the same with dataparallel.shard_optimizer_state and
+#                                 host_shared_parameters (one parameter copy per host; the
+#                                 1-rank baseline is the same, where neither applies)
 #   # efficiency ddp <model> <n>  the same for PyTorch DDP, measured in this run
 #   # exposed_comm_fraction       see bench/scaling_bench.cpp (in [0, 1])
 #   # efficiency independent <model> <n>  the machine's ceiling: n unconnected 1-rank runs at
@@ -48,11 +51,11 @@ field() {
   echo "$v"
 }
 
-# strata KIND ROUND N THREADS MODEL / ddp KIND ROUND N THREADS MODEL: one run, tagged.
+# strata KIND ROUND N THREADS MODEL [ARGS] / ddp KIND ROUND N THREADS MODEL: one run, tagged.
 strata() {
   local threadArg=()
   [ "$4" -gt 0 ] && threadArg=(--threads "$4")
-  mpirun -np "$3" "$BUILD/bench/scaling_bench" --model "$5" --steps "$STEPS" --batch 32 "${threadArg[@]}" |
+  mpirun -np "$3" "$BUILD/bench/scaling_bench" --model "$5" --steps "$STEPS" --batch 32 "${threadArg[@]}" "${@:6}" |
     sed "s/^scaling /$1 round=$2 /" | tee -a "$OUT"
 }
 ddp() {
@@ -112,6 +115,8 @@ for r in $(seq 1 "$ROUNDS"); do
       fi
       independent independent "$r" "$n" "$t" "$model"
       strata scaling "$r" "$n" 0 "$model"
+      # The same with the optimizer state sharded over one host-shared copy of the parameters.
+      strata scaling_host "$r" "$n" 0 "$model" --sharding host
       ddp ddp "$r" "$n" "$t" "$model"
     done
   done
@@ -125,6 +130,7 @@ for r in $(seq 1 "$ROUNDS"); do
       sn=$(field scaling "$model" "$n" samples_per_s "$r"); dn=$(field ddp "$model" "$n" samples_per_s "$r")
       ind=$(field independent "$model" "$n" samples_per_s "$r")
       roundLine "$r" "efficiency $model $n" "$(ratio "$sn" "$sb" "$n")"
+      roundLine "$r" "efficiency host_shared $model $n" "$(ratio "$(field scaling_host "$model" "$n" samples_per_s "$r")" "$sb" "$n")"
       roundLine "$r" "efficiency_vs_1rank_all_cores $model $n" "$(ratio "$sn" "$s1" "$n")"
       roundLine "$r" "efficiency ddp $model $n" "$(ratio "$dn" "$db" "$n")"
       roundLine "$r" "efficiency independent $model $n" "$(ratio "$ind" "$sb" "$n")"
@@ -139,7 +145,7 @@ done
 echo "# medians over $ROUNDS rounds:"
 for model in cnn mlp25m; do
   for n in $RANKS; do
-    for name in "efficiency $model $n" "efficiency_vs_1rank_all_cores $model $n" "efficiency ddp $model $n" \
+    for name in "efficiency $model $n" "efficiency host_shared $model $n" "efficiency_vs_1rank_all_cores $model $n" "efficiency ddp $model $n" \
       "efficiency independent $model $n" "efficiency/independent $model $n"; do
       summary "$name"
     done

@@ -67,7 +67,7 @@ Workload makeWorkload(const std::string& model, int64_t batch) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model = "cnn", config;
+  std::string model = "cnn", config, sharding = "none";
   int steps = 30, warmup = 5, threads = 0;
   int64_t batch = 32;
   CLI::App app{"Strata data-parallel weak-scaling benchmark"};
@@ -77,11 +77,15 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batch, "per-rank batch");
   app.add_option("--config", config, "job config");
   app.add_option("--threads", threads, "intra-op threads per rank (0: cores / local ranks, the runtime's default)");
+  app.add_option("--sharding", sharding,
+                 "optimizer state: none | tensors (shard_optimizer_state) | host (and host_shared_parameters)")
+      ->check(CLI::IsMember({"none", "tensors", "host"}));
   CLI11_PARSE(app, argc, argv);
   strata::init(argc, argv);
   Workload w = makeWorkload(model, batch);
   strata::DistributedModel dmodel(w.net);
-  strata::DistributedOptimizer opt(torch::optim::SGD(dmodel.parameters(), 0.01), dmodel);
+  strata::DistributedOptimizer opt(torch::optim::SGD(dmodel.parameters(), 0.01), dmodel,
+                                   strata::DistributedOptimizerOptions{sharding == "none" ? 0 : 1, sharding == "host" ? 1 : 0});
   if (threads > 0) torch::set_num_threads(threads);  // after DistributedModel, which sets the default
   double compute = 0, other = 0, total = 0;
   for (int step = 0; step < warmup + steps; ++step) {
@@ -119,10 +123,10 @@ int main(int argc, char** argv) {
   if (strata::rank() == 0)
     std::printf("scaling model=%s ranks=%d threads=%d samples_per_s=%.1f step_ms=%.2f compute_ms=%.2f "
                 "exposed_comm_ms=%.2f allreduce_ms=%.2f other_ms=%.2f exposed_comm_fraction=%.3f queue_wait_ms=%.2f "
-                "comm_cpu_ms=%.2f\n",
+                "comm_cpu_ms=%.2f sharding=%s host_shared=%d\n",
                 model.c_str(), strata::size(), torch::get_num_threads(), samplesPerS, stepMs,
                 perRank[1] / steps * 1e3, perRank[2] / steps * 1e3, perRank[3] / steps * 1e3,
-                other / steps * 1e3, exposedFraction, perRank[4] / steps * 1e3, perRank[5] / steps * 1e3);
+                other / steps * 1e3, exposedFraction, perRank[4] / steps * 1e3, perRank[5] / steps * 1e3, sharding.c_str(), opt.host_shared() ? 1 : 0);
   strata::finalize();
   return 0;
 }

@@ -218,7 +218,10 @@ int run(const Flags& flags) {
   }
   // Every rank: what its optimizer keeps (dataparallel.shard_optimizer_state divides it).
   std::printf("rank %d: optimizer_state_bytes=%zu (%s) rss_mib=%.1f peak_rss_mib=%.1f\n", strata::rank(),
-              opt.state_bytes(), opt.sharded() ? "sharded" : "not sharded", procStatusMib("VmRSS"),
+              opt.state_bytes(), opt.host_shared() ? "sharded, host-shared parameters"
+                                 : opt.sharded()     ? "sharded"
+                                                     : "not sharded",
+              procStatusMib("VmRSS"),
               procStatusMib("VmHWM"));
   std::fflush(stdout);
   const std::string hash = lm::paramsSha256(model, gpt.tiedAliases);

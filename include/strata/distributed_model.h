@@ -222,12 +222,16 @@ class DistributedModel {
 
 namespace adapter {
 class OptimizerSharding;
+class HostSharedState;
 }
 
 struct DistributedOptimizerOptions {
   // Sharded optimizer state (ZeRO stage 1): -1 takes dataparallel.shard_optimizer_state of the
   // job config, 0 off, 1 on.
   int shardOptimizerState = -1;
+  // Host-shared parameters (needs sharded state): -1 takes dataparallel.host_shared_parameters,
+  // 0 off, 1 on.
+  int hostSharedParameters = -1;
 };
 
 // Wraps any torch::optim optimizer: step() first waits for the gradient AllReduces.
@@ -241,6 +245,15 @@ struct DistributedOptimizerOptions {
 // group, once its stages are known. Changing the parameter set afterwards (a param group added,
 // parameters replaced) makes step() throw on every rank. Checkpoints of a sharded optimizer are
 // partial (every rank writes its shard) and resume on any data-parallel size.
+//
+// With host-shared parameters as well (docs/collectives.md "Host-shared parameters"), when all
+// data-parallel ranks are on one host, the parameters, their averaged gradients and the
+// optimizer state become one copy per host in shared memory from the second step on: each
+// rank reduce-scatters the gradients and steps its shard of the elements in place, nothing is
+// broadcast, and the param groups hold this rank's pieces (1-D tensors over the parameters).
+// Gradients after backward are views of the host's one averaged copy until zero_grad():
+// change them with clip_grad_norm(), not in place, and change parameters outside step() on
+// one rank only (every rank sees the same memory).
 class DistributedOptimizer {
  public:
   template <typename Opt>
@@ -258,16 +271,35 @@ class DistributedOptimizer {
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   // Whether the optimizer state is sharded across the data-parallel ranks.
   bool sharded() const { return shardState_; }
+  // Whether the parameters are one host-shared copy now (see above).
+  bool host_shared() const { return hostShared_ != nullptr; }
+  // Scales the averaged gradients (after backward) so their global L2 norm is at most
+  // maxNorm, in every mode (torch::nn::utils::clip_grad_norm_ for data parallelism, summed
+  // over the stages of a pipeline); returns the norm before. Collective.
+  double clip_grad_norm(double maxNorm);
+  // For checkpoints: the optimizer whose state a checkpoint writes or loads into. With
+  // host-shared parameters, an optimizer over this rank's whole parameters built from the
+  // host's state (collective; the same object until the next step). After loading into it,
+  // call state_loaded() (collective).
+  torch::optim::Optimizer& state_optimizer();
+  void state_loaded();
   // Bytes of the tensors this rank's optimizer state holds now (SGD, Adam, AdamW, Adagrad,
   // RMSprop; 0 for others).
   size_t state_bytes() const;
 
  private:
   void shardIfReady();
+  void shareHostIfReady();
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   DistributedModel& model_;
   bool shardState_ = false;
   std::unique_ptr<adapter::OptimizerSharding> sharding_;
+  bool hostSharedWanted_ = false;
+  bool hostSharedDecided_ = false;
+  std::unique_ptr<adapter::HostSharedState> hostShared_;
+  std::unique_ptr<torch::optim::Optimizer> stateView_;  // state_optimizer() with host sharing
+  int64_t stateViewSteps_ = -1;  // steps taken when stateView_ was built
+  int64_t stepsTaken_ = 0;
 };
 
 // Rank layout helpers (SageMaker's names), from the job config: with model parallelism the

@@ -112,7 +112,9 @@ void ByPathCheckpoint::restoreTensors(DistributedModel& model) {
 }
 
 void ByPathCheckpoint::restoreOptimizer(DistributedModel& model, DistributedOptimizer& optimizer, bool sameLayout) {
-  torch::optim::Optimizer& opt = optimizer.optimizer();
+  // With host-shared parameters: an optimizer over this rank's whole parameters, whose state
+  // state_loaded() then hands to the host's copy (both collective).
+  torch::optim::Optimizer& opt = optimizer.state_optimizer();
   const std::string kind = stateByPathKind(opt);
   if (kind.empty()) {  // the whole save() archive, positional: the same layout only
     STRATA_CHECK(sameLayout && ownShard_, "checkpoint ", dir_, ": this optimizer (", typeid(opt).name(),
@@ -127,8 +129,7 @@ void ByPathCheckpoint::restoreOptimizer(DistributedModel& model, DistributedOpti
     return;
   }
   const auto slots = slotsByPath(opt, localTensors(model));
-  if (slots.empty()) return;
-  STRATA_CHECK(!catalog_->optimizerKind().empty(), "checkpoint ", dir_,
+  STRATA_CHECK(slots.empty() || !catalog_->optimizerKind().empty(), "checkpoint ", dir_,
                " holds no optimizer state by parameter path (its optimizer had no per-parameter form); this "
                "optimizer is ",
                kind);
@@ -138,6 +139,7 @@ void ByPathCheckpoint::restoreOptimizer(DistributedModel& model, DistributedOpti
     InputArchive entry = readers_[record->shard]->readArchive(record->record);
     readEntry(entry, opt, slot, catalog_->optimizerKind(), files_[record->shard]);
   }
+  optimizer.state_loaded();
 }
 
 InputArchive ByPathCheckpoint::stateArchive(bool* own) {

@@ -166,7 +166,7 @@ ShardContent captureLive(DistributedModel& model, DistributedOptimizer& optimize
                          int64_t step, int64_t epoch, bool partial) {
   ShardContent c;
   c.partial = partial;
-  torch::optim::Optimizer* opt = &optimizer.optimizer();
+  torch::optim::Optimizer* opt = &optimizer.state_optimizer();  // lives until the next step
   if (partial) {
     std::set<adapter::TensorKey> parameters;
     for (const auto& p : model.local_parameters()) parameters.insert(adapter::tensorKey(p));
@@ -258,7 +258,7 @@ ShardContent StateSnapshot::take(const ShardContent& live, DistributedModel& mod
   } else {
     out.writeModule = [this](OutputArchive& archive) { writeTree(archive, tree_, buffers_); };
   }
-  optimizer_.take(optimizer.optimizer());
+  optimizer_.take(optimizer.state_optimizer());
   out.writeOptimizer = [this](OutputArchive& archive) { optimizer_.write(archive); };
   if (!live.optimizerKind.empty())
     out.forEachOptimizerEntry = [this, slots = live.optimizerSlots](const EmitEntry& emit) {

@@ -6,10 +6,13 @@
 #include <ATen/Parallel.h>
 #include <torch/types.h>
 
+#include <cmath>
 #include <optional>
 #include <thread>
 
+#include "adapter/checkpoint_state.h"
 #include "adapter/gradient_reducer.h"
+#include "adapter/host_shared_state.h"
 #include "adapter/layer_instrumentation.h"
 #include "adapter/layer_list_model.h"
 #include "adapter/model_signature.h"
@@ -232,6 +235,9 @@ torch::Tensor DistributedModel::forwardUnobserved(const torch::Tensor& input) {
     torch::NoGradGuard noGrad;
     for (auto& b : m.buffers) broadcast(b, 0, m.group);
   }
+  // A training forward after a step without zero_grad(): the next backward accumulates into
+  // this rank's own buckets, starting from the averaged gradients, not into the host's copy.
+  if (m.reducer && m.reducer->reducesIntoShared() && m.module->is_training()) m.reducer->detachSharedGrads();
   // Per-layer inputs/outputs and times when an observer wants them.
   return instrument::forward(*m.module, m.forwardFn, input, m.forwardIsModulesOwn);
 }
@@ -376,6 +382,10 @@ DistributedOptimizer::DistributedOptimizer(std::unique_ptr<torch::optim::Optimiz
     : optimizer_(std::move(optimizer)), model_(model) {
   shardState_ = options.shardOptimizerState < 0 ? runtime::jobConfig().dataParallel.shardOptimizerState
                                                 : options.shardOptimizerState != 0;
+  hostSharedWanted_ = options.hostSharedParameters < 0 ? runtime::jobConfig().dataParallel.hostSharedParameters
+                                                       : options.hostSharedParameters != 0;
+  STRATA_CHECK_WITH(ConfigError, !hostSharedWanted_ || shardState_,
+                    "dataparallel.host_shared_parameters=true needs dataparallel.shard_optimizer_state=true");
   // A pipeline plans (and checks after its first step) with this optimizer's real state.
   if (model_.impl_->pipeline) model_.impl_->pipeline->setOptimizer(optimizer_.get());
   shardIfReady();  // before any checkpoint is loaded: it then restores only this rank's shard
@@ -392,6 +402,65 @@ void DistributedOptimizer::shardIfReady() {
                                                           /*dropOthers=*/model_.model_parallel());
 }
 
+void DistributedOptimizer::shareHostIfReady() {
+  if (!hostSharedWanted_ || hostShared_ || hostSharedDecided_ || !sharding_) return;
+  adapter::GradientReducer* reducer = model_.impl_->reducer.get();
+  std::string why = model_.model_parallel() || !reducer ? "model parallelism (host sharing is for data parallelism)"
+                                                          : adapter::HostSharedState::whyNot(
+                                                                *optimizer_, *reducer, *sharding_, model_.group(),
+                                                                model_.module()->parameters(/*recurse=*/true));
+  if (why == "the gradient buckets are not final yet") return;  // decided at a later step
+  // Every rank decides alike (the inputs are the same everywhere); agreed anyway, since
+  // building the host state is collective.
+  int64_t able = why.empty() ? 1 : 0;
+  model_.group().allreduce(&able, &able, 1, DType::kInt64, ReduceOp::kMin);
+  hostSharedDecided_ = true;
+  if (able == 0) {
+    STRATA_LOG(kWarn, kInit, "dataparallel.host_shared_parameters: not used (",
+               why.empty() ? std::string("another rank cannot use it") : why,
+               "); the optimizer state stays sharded by whole tensors");
+    return;
+  }
+  hostShared_ = std::make_unique<adapter::HostSharedState>(*optimizer_, *reducer, *sharding_, model_.group(),
+                                                           model_.module()->parameters(/*recurse=*/true));
+}
+
+double DistributedOptimizer::clip_grad_norm(double maxNorm) {
+  model_.finish_gradient_sync();
+  if (hostShared_) return hostShared_->clipGradNorm(maxNorm);
+  torch::NoGradGuard noGrad;
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : model_.local_parameters())
+    if (p.grad().defined()) grads.push_back(p.grad());
+  double sumSq = 0;
+  for (const auto& g : grads) sumSq += g.to(torch::kFloat64).pow(2).sum().item<double>();
+  if (model_.model_parallel()) {
+    // Each stage's gradients are on its dp_size() replicas, which hold the same averages.
+    world().allreduce(&sumSq, &sumSq, 1, DType::kFloat64, ReduceOp::kSum);
+    sumSq /= model_.dp_size();
+  }
+  const double norm = std::sqrt(sumSq);
+  const double coef = maxNorm / (norm + 1e-6);
+  if (coef < 1)
+    for (auto& g : grads) g.mul_(coef);
+  return norm;
+}
+
+torch::optim::Optimizer& DistributedOptimizer::state_optimizer() {
+  if (!hostShared_) return *optimizer_;
+  if (!stateView_ || stateViewSteps_ != stepsTaken_) {
+    stateView_ = hostShared_->wholeView();
+    stateViewSteps_ = stepsTaken_;
+  }
+  return *stateView_;
+}
+
+void DistributedOptimizer::state_loaded() {
+  if (!hostShared_ || !stateView_) return;
+  hostShared_->commitLoaded(*stateView_);
+  stateView_.reset();
+}
+
 size_t DistributedOptimizer::state_bytes() const { return adapter::optimizerStateBytes(*optimizer_); }
 
 void DistributedOptimizer::zero_grad() { model_.zero_grad(); }
@@ -400,7 +469,15 @@ void DistributedOptimizer::step() {
   model_.finish_gradient_sync();
   if (shardState_) {
     shardIfReady();
-    sharding_->checkUnchanged(*optimizer_, model_.local_parameters());  // collective: all ranks throw together
+    shareHostIfReady();
+    if (hostShared_) {
+      const std::string change = hostShared_->firstChange(*optimizer_, model_.local_parameters());
+      detail::agreeOrThrow(change.empty(), change + " (build the DistributedOptimizer after the last change)",
+                           "dataparallel.shard_optimizer_state=true: the parameter set changed after the optimizer "
+                           "state was sharded:");
+    } else {
+      sharding_->checkUnchanged(*optimizer_, model_.local_parameters());  // collective: all ranks throw together
+    }
   }
   observe::Observers& obs = observers();
   // Gradients as the optimizer sees them: after the AllReduce, before the update (this
@@ -412,8 +489,14 @@ void DistributedOptimizer::step() {
   }
   // Belongs to the model's step that just ended (model.step() closed it).
   const int64_t startUs = obs.clockUs();
+  if (hostShared_) hostShared_->beforeStep();
   optimizer_->step();
-  if (sharding_) sharding_->broadcastParameters();  // every rank's parameters from their owners
+  ++stepsTaken_;
+  if (hostShared_) {
+    hostShared_->afterStep();  // host barrier: every rank's shard is stepped
+  } else if (sharding_) {
+    sharding_->broadcastParameters();  // every rank's parameters from their owners
+  }
   obs.optimizerStep(model_.impl_->lastStepGlobal, observe::spanSince(startUs));
 }
 

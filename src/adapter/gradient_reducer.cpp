@@ -58,6 +58,49 @@ torch::Tensor GradientReducer::gradView(const Bucket& bucket, const Slot& slot) 
                           [keep = flat](void*) {}, flat.options());
 }
 
+size_t GradientReducer::byteOffsetOf(const Bucket& bucket) const {
+  return static_cast<size_t>(static_cast<const char*>(bucket.flat.data_ptr()) -
+                             static_cast<const char*>(storage_->data()));
+}
+
+torch::Tensor GradientReducer::averagedView(const Bucket& bucket, const Slot& slot) const {
+  char* base = averagedBase_ + byteOffsetOf(bucket);
+  return torch::from_blob(base + slot.offset * bucket.flat.element_size(), slot.param.sizes(),
+                          [keep = averaged_](void*) {}, bucket.flat.options());
+}
+
+std::vector<GradientReducer::BucketInfo> GradientReducer::bucketInfos() const {
+  std::vector<BucketInfo> out;
+  for (const auto& b : buckets_) out.push_back({byteOffsetOf(b), b.flat.numel(), b.flat.scalar_type()});
+  return out;
+}
+
+std::vector<GradientReducer::ParamInfo> GradientReducer::paramInfos() const {
+  std::vector<ParamInfo> out;
+  for (const auto& s : slots_) out.push_back({s.param, s.bucket, s.offset});
+  return out;
+}
+
+void GradientReducer::reduceIntoShared(std::shared_ptr<SharedBuffer> keep, char* base) {
+  STRATA_CHECK(rebuilt_ && !rebuildDue_, "GradientReducer: host-shared averages need the final bucket layout");
+  STRATA_CHECK(!usesWireType(), "GradientReducer: host-shared averages do not support a 16-bit gradient wire type");
+  STRATA_CHECK(keep != nullptr && base != nullptr, "GradientReducer: no memory for the host-shared averages");
+  averaged_ = std::move(keep);
+  averagedBase_ = base;
+}
+
+void GradientReducer::detachSharedGrads() {
+  if (!gradsOnAveraged_) return;
+  gradsOnAveraged_ = false;
+  torch::NoGradGuard noGrad;
+  for (auto& slot : slots_) {
+    const Bucket& b = buckets_[slot.bucket];
+    torch::Tensor own = gradView(b, slot);
+    if (slot.param.grad().defined()) own.copy_(slot.param.grad());
+    slot.param.mutable_grad() = own;
+  }
+}
+
 torch::Tensor GradientReducer::sharedTensor(size_t byteOffset, int64_t numel, const torch::TensorOptions& options) const {
   return torch::from_blob(static_cast<char*>(storage_->data()) + byteOffset, {numel}, [keep = storage_](void*) {},
                           options);
@@ -150,7 +193,11 @@ void GradientReducer::onGradReady(int index) {
 void GradientReducer::launch(size_t b) {
   Bucket& bucket = buckets_[b];
   bucket.launchUs = observe::observers().nowUs();
-  if (bucket.wireBuffer.defined()) {
+  if (averaged_) {
+    bucket.work = group_.reduceScatterSharedAsync(
+        bucket.flat.data_ptr(), averagedBase_ + byteOffsetOf(bucket),
+        static_cast<size_t>(bucket.flat.numel()), toDType(bucket.flat.scalar_type()), ReduceOp::kAvg);
+  } else if (bucket.wireBuffer.defined()) {
     torch::NoGradGuard noGrad;
     bucket.wireBuffer.copy_(bucket.flat);
     bucket.wire = bucket.wireBuffer;  // converted back in finish()
@@ -191,6 +238,12 @@ void GradientReducer::finish() {
       b.flat.copy_(b.wire);
       b.wire = torch::Tensor();
     }
+  }
+  if (averaged_) {
+    // Every rank's shard has been written (reduceScatterShared returns after all): the whole
+    // averaged gradient is readable in the host's one copy.
+    for (const auto& slot : slots_) slot.param.mutable_grad() = averagedView(buckets_[slot.bucket], slot);
+    gradsOnAveraged_ = true;
   }
   stats_.exposedSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - waitStart).count();
   ++stats_.steps;
@@ -241,6 +294,7 @@ void GradientReducer::zeroGrad() {
     maybeRebuild();
   }
   for (auto& b : buckets_) b.flat.zero_();
+  gradsOnAveraged_ = false;
   for (auto& slot : slots_) {
     // The user (or an optimizer) may have replaced the gradient tensor: re-point it at the bucket.
     const Bucket& b = buckets_[slot.bucket];

@@ -19,6 +19,9 @@
 //     (zero or accumulated) gradients are reduced with the rest.
 //   * 16-bit wire: with a bfloat16/float16 wire type, float32 buckets are converted for the
 //     AllReduce and back.
+//   * Host-shared averages (host_shared_state.h): once reduceIntoShared() is called, each
+//     bucket is reduce-scattered (averaged) into one host-wide copy instead of AllReduced, and
+//     after finish() every .grad() is a view of that copy until zeroGrad() points it back.
 //
 // Events (bucket launched, reduction waited for) go to the step observers (observer.h).
 //
@@ -82,6 +85,34 @@ class GradientReducer {
   // the first synchronised step: rebuilds the buckets in the observed order first).
   void zeroGrad();
 
+  // Host-shared averages: from the next backward on, each bucket is averaged with
+  // Group::reduceScatterShared into the host-wide copy at `base` + the bucket's own byte
+  // offset (every rank writes its shard there; `keep` keeps that memory alive), and after
+  // finish() every .grad() is a view of that copy. Requires rebuilt buckets (their layout is
+  // final) and no 16-bit wire.
+  void reduceIntoShared(std::shared_ptr<SharedBuffer> keep, char* base);
+  bool reducesIntoShared() const { return averaged_ != nullptr; }
+  // .grad() back on this rank's buckets, keeping the values (a backward without zeroGrad()
+  // after a step accumulates onto the averaged gradients, as without host sharing).
+  void detachSharedGrads();
+
+  // Where the gradients live: bytes of the bucket buffer, and each bucket's place in it.
+  struct BucketInfo {
+    size_t byteOffset = 0;
+    int64_t numel = 0;
+    c10::ScalarType dtype = c10::ScalarType::Undefined;
+  };
+  struct ParamInfo {
+    torch::Tensor param;
+    int bucket = 0;
+    int64_t offset = 0;  // elements into the bucket
+  };
+  size_t storageBytes() const { return storage_ ? storage_->size() : 0; }
+  const std::shared_ptr<SharedBuffer>& storage() const { return storage_; }
+  std::vector<BucketInfo> bucketInfos() const;
+  std::vector<ParamInfo> paramInfos() const;
+  bool usesWireType() const { return options_.wire != c10::ScalarType::Undefined; }
+
   size_t numBuckets() const { return buckets_.size(); }
   bool rebuilt() const { return rebuilt_; }
   size_t numParameters() const { return slots_.size(); }
@@ -124,6 +155,8 @@ class GradientReducer {
   void launch(size_t bucket);
   void maybeRebuild();
   torch::Tensor gradView(const Bucket& bucket, const Slot& slot) const;
+  torch::Tensor averagedView(const Bucket& bucket, const Slot& slot) const;
+  size_t byteOffsetOf(const Bucket& bucket) const;
 
   Group& group_;
   GradientReducerOptions options_;
@@ -136,6 +169,9 @@ class GradientReducer {
   bool rebuilt_ = false;
   bool rebuildDue_ = false;      // the order is known; rebuild at the next zeroGrad()
   std::vector<int> readyOrder_;  // observed in the first synchronised backward
+  std::shared_ptr<SharedBuffer> averaged_;  // host-shared averages (null: AllReduce in place)
+  char* averagedBase_ = nullptr;
+  bool gradsOnAveraged_ = false;            // .grad() are views of averaged_'s part(0)
   GradientReducerStats stats_;
 };
 

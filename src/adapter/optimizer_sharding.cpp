@@ -53,6 +53,7 @@ OptimizerSharding::OptimizerSharding(torch::optim::Optimizer& optimizer, Group& 
                    p.sizes(), " in param group ", g, " must be a contiguous CPU tensor");
       local.push_back(p);
       params_.push_back(p);
+      groupOf_.push_back(g);
       bytes.push_back(static_cast<size_t>(p.numel()) * p.element_size());
     }
     optimizer.param_groups()[g].params() = std::move(local);

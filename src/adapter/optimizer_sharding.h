@@ -41,6 +41,10 @@ class OptimizerSharding {
   void broadcastParameters();
 
   size_t numParameters() const { return params_.size(); }
+  // Every parameter the optimizer held when sharded (group by group), its group and owner.
+  const std::vector<torch::Tensor>& parameters() const { return params_; }
+  size_t groupOf(size_t i) const { return groupOf_.at(i); }
+  int ownerOf(size_t i) const { return owner_.at(i); }
   size_t numOwned() const;
 
  private:
@@ -50,6 +54,7 @@ class OptimizerSharding {
   Group& group_;
   std::vector<torch::Tensor> params_;  // every parameter the optimizer held, group by group
   std::vector<int> owner_;             // data-parallel rank owning params_[i]
+  std::vector<size_t> groupOf_;        // param group of params_[i]
   std::vector<std::vector<const void*>> ownedByGroup_;  // TensorImpl* this rank's groups hold
   std::vector<TensorKey> modelKeys_;   // the model's parameters when sharded
 };

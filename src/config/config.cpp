@@ -122,7 +122,8 @@ nlohmann::json toJson(const JobConfig& config) {
   out["dataparallel"] = {{"enabled", dp.enabled},
                          {"bucket_cap_mb", dp.bucketCapMb},
                          {"gradient_dtype", dp.gradientDtype},
-                         {"shard_optimizer_state", dp.shardOptimizerState}};
+                         {"shard_optimizer_state", dp.shardOptimizerState},
+                         {"host_shared_parameters", dp.hostSharedParameters}};
   out["output_dir"] = config.outputDir;
   out["debugger"] = detail::debuggerToJson(config.debugger);
   const ProfilerConfig& pc = config.profiler;

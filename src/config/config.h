@@ -57,6 +57,7 @@ struct DataParallelConfig {
   double bucketCapMb = 25;                // gradient bucket cap in MiB (c10d's bucket_cap_mb)
   std::string gradientDtype = "float32";  // "float32" | "float16" | "bfloat16" on the wire
   bool shardOptimizerState = false;       // ZeRO stage 1: each rank keeps its shard's optimizer state
+  bool hostSharedParameters = false;      // with it: parameters, averages, state once per host
 
   size_t bucketCapBytes() const { return static_cast<size_t>(bucketCapMb * 1024 * 1024); }
 };

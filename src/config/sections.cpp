@@ -96,11 +96,16 @@ ModelParallelConfig parseModelParallel(const Validator& v, const Json& section,
 DataParallelConfig parseDataParallel(const Validator& v, const Json& section,
                                      const std::string& path) {
   DataParallelConfig dp;
-  const ObjectReader r(v, section, path, {"enabled", "bucket_cap_mb", "gradient_dtype", "shard_optimizer_state"});
+  const ObjectReader r(v, section, path, {"enabled", "bucket_cap_mb", "gradient_dtype", "shard_optimizer_state",
+                                                  "host_shared_parameters"});
   r.read("enabled", dp.enabled);
   r.read("bucket_cap_mb", dp.bucketCapMb, 0.0, kMaxBucketCapMb, /*minExclusive=*/true);
   r.readEnum("gradient_dtype", dp.gradientDtype, {"float32", "float16", "bfloat16"});
   r.read("shard_optimizer_state", dp.shardOptimizerState);
+  r.read("host_shared_parameters", dp.hostSharedParameters);
+  if (dp.hostSharedParameters && !dp.shardOptimizerState)
+    v.fail(r.pathOf("host_shared_parameters"),
+           "true needs \"shard_optimizer_state\": true (each rank steps its shard of the host's one copy)");
   return dp;
 }
 

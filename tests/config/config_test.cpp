@@ -32,7 +32,8 @@ const char* kEveryKey = R"({
                     "auto_partition": false, "default_partition": 1,
                     "manual_partition": {"embed": 0, "head": 3}, "memory_weight": 0.25,
                     "memory_cap_mb": 512, "optimizer_state_factor": 1, "active_microbatches": 6},
-  "dataparallel": {"enabled": true, "bucket_cap_mb": 12.5, "gradient_dtype": "bfloat16", "shard_optimizer_state": true},
+  "dataparallel": {"enabled": true, "bucket_cap_mb": 12.5, "gradient_dtype": "bfloat16", "shard_optimizer_state": true,
+                   "host_shared_parameters": true},
   "output_dir": "/tmp/strata-run",
   "debugger": {"save_interval": 20, "start_step": 3, "end_step": 1000, "save_steps": [7, 1, 7],
                "include_workers": "all",
@@ -143,6 +144,7 @@ TEST(ConfigParseTest, EveryKey) {
   EXPECT_EQ(c.modelParallel.optimizerStateFactor, 1);
   EXPECT_EQ(c.dataParallel.gradientDtype, "bfloat16");
   EXPECT_TRUE(c.dataParallel.shardOptimizerState);
+  EXPECT_TRUE(c.dataParallel.hostSharedParameters);
   EXPECT_EQ(c.debugger.save.saveSteps, (std::vector<int64_t>{1, 7}));  // sorted, deduplicated
   const CollectionConfig& weights = c.debugger.collections[0];
   EXPECT_EQ(weights.reductions, (std::vector<std::string>{"max", "l2_norm", "abs_l1_norm"}));

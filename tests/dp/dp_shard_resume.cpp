@@ -1,13 +1,15 @@
 // A sharded optimizer state's checkpoint resumed on another data-parallel size.
 //
-//   dp_shard_resume write <root>    (under mpirun, any size): 3 AdamW steps with sharded
-//       optimizer state, a partial checkpoint at step 3, 3 more steps; rank 0 saves the final
-//       parameters to <root>.expected.pt.
+//   dp_shard_resume write <root> [host]   (under mpirun, any size): 3 AdamW steps with sharded
+//       optimizer state (with "host": host-shared parameters, in use from the second step),
+//       a partial checkpoint at step 3, 3 more steps; rank 0 saves the final parameters to
+//       <root>.expected.pt.
 //   dp_shard_resume resume <root>   (under mpirun, another size): loads the checkpoint into a
-//       sharded and an unsharded optimizer and trains steps 3..5 with both. Checks: the two are
-//       bitwise equal; both match the uninterrupted run within 1e-9 (only the reduction order
-//       of steps 3..5 differs); the same resume without the optimizer state does not (so the
-//       state was restored); the ranks' state bytes add up to the unsharded state.
+//       sharded, a host-shared and an unsharded optimizer and trains steps 3..5 with them.
+//       Checks: the three are bitwise equal; they match the uninterrupted run within 1e-9
+//       (only the reduction order of steps 3..5 differs); the same resume without the
+//       optimizer state does not (so the state was restored); the ranks' state bytes add up
+//       to the unsharded state.
 // Exits 0 on every rank when every check passed, 1 on every rank otherwise.
 #include <torch/torch.h>
 
@@ -37,9 +39,9 @@ struct Run {
   torch::nn::Sequential net = makeNet();
   DistributedModel model{net};
   DistributedOptimizer opt;
-  explicit Run(bool shard)
+  explicit Run(bool shard, bool hostShared = false)
       : opt(torch::optim::AdamW(net->parameters(), torch::optim::AdamWOptions(0.02).weight_decay(0.05)), model,
-            DistributedOptimizerOptions{shard ? 1 : 0}) {}
+            DistributedOptimizerOptions{shard ? 1 : 0, hostShared ? 1 : 0}) {}
   void train(int step) {
     auto [x, y] = globalBatch(step, torch::kFloat64);
     opt.zero_grad();
@@ -56,11 +58,12 @@ void check(bool ok, const std::string& what) {
   }
 }
 
-void write(const std::string& root) {
+void write(const std::string& root, bool hostShared) {
   if (strata::rank() == 0) std::filesystem::remove_all(root);  // a previous run's checkpoint
   strata::world().barrier();
-  Run run(true);
+  Run run(true, hostShared);
   for (int step = 0; step < kCheckpointStep; ++step) run.train(step);
+  check(run.opt.host_shared() == (hostShared && strata::size() > 1), "host-shared parameters in use when asked");
   SaveOptions so;
   so.partial = true;
   so.step = kCheckpointStep;
@@ -73,8 +76,8 @@ void write(const std::string& root) {
 void resume(const std::string& root) {
   std::vector<torch::Tensor> expected;
   torch::load(expected, root + ".expected.pt");
-  Run sharded(true), plain(false), stateless(true);
-  for (Run* run : {&sharded, &plain, &stateless}) {
+  Run sharded(true), hosted(true, true), plain(false), stateless(true);
+  for (Run* run : {&sharded, &hosted, &plain, &stateless}) {
     const auto loaded = strata::load(root, run->model, run->opt);
     check(loaded.has_value() && loaded->step == kCheckpointStep, "checkpoint at step 3 loaded");
   }
@@ -85,10 +88,15 @@ void resume(const std::string& root) {
             std::to_string(plain.opt.state_bytes()));
   stateless.opt.optimizer().state().clear();
   for (int step = kCheckpointStep; step < kSteps; ++step)
-    for (Run* run : {&sharded, &plain, &stateless}) run->train(step);
+    for (Run* run : {&sharded, &hosted, &plain, &stateless}) run->train(step);
+  check(hosted.opt.host_shared() == (strata::size() > 1), "host-shared parameters in use after the resume");
   const auto s = sharded.net->parameters();
+  const auto h = hosted.net->parameters();
   const auto p = plain.net->parameters();
-  for (size_t i = 0; i < s.size(); ++i) check(torch::equal(s[i], p[i]), "sharded == unsharded, parameter " + std::to_string(i));
+  for (size_t i = 0; i < s.size(); ++i) {
+    check(torch::equal(s[i], p[i]), "sharded == unsharded, parameter " + std::to_string(i));
+    check(torch::equal(h[i], p[i]), "host-shared == unsharded, parameter " + std::to_string(i));
+  }
   const double diff = maxRelativeDiff(s, expected);
   check(diff <= 1e-9, "resumed vs uninterrupted: max relative difference " + std::to_string(diff));
   const double statelessDiff = maxRelativeDiff(stateless.net->parameters(), expected);
@@ -106,11 +114,11 @@ int main(int argc, char** argv) {
   try {
     const std::string mode = argc > 2 ? argv[1] : "";
     if (mode == "write") {
-      write(argv[2]);
+      write(argv[2], argc > 3 && std::string(argv[3]) == "host");
     } else if (mode == "resume") {
       resume(argv[2]);
     } else {
-      std::fprintf(stderr, "usage: dp_shard_resume write|resume <checkpoint root>\n");
+      std::fprintf(stderr, "usage: dp_shard_resume write <checkpoint root> [host] | resume <checkpoint root>\n");
       failures = 1;
     }
   } catch (const std::exception& e) {

@@ -4,70 +4,13 @@
 // parameter set is an error on every rank.
 #include <gtest/gtest.h>
 
-#include <functional>
-#include <memory>
 #include <string>
 
 #include "collectives/optimizer_partition.h"
-#include "dp/dp_testing.h"
+#include "dp/dp_shard_models.h"
 
 namespace strata::testing {
 namespace {
-
-// Six parameter tensors of sizes 104, 13, 91, 7, 28, 4 (elements): no rank count divides them
-// evenly, and at 4 ranks the shards differ in size.
-torch::nn::Sequential makeUnevenNet() {
-  torch::manual_seed(4321);
-  torch::nn::Sequential net(torch::nn::Linear(8, 13), torch::nn::Tanh(), torch::nn::Linear(13, 7), torch::nn::Tanh(),
-                            torch::nn::Linear(7, 4));
-  net->to(torch::kFloat64);
-  return net;
-}
-
-using MakeOptimizer = std::function<std::unique_ptr<torch::optim::Optimizer>(torch::nn::Sequential&)>;
-
-std::unique_ptr<torch::optim::Optimizer> sgdMomentum(torch::nn::Sequential& net) {
-  return std::make_unique<torch::optim::SGD>(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
-}
-
-// Two groups with different options, which sharding must keep per group.
-std::unique_ptr<torch::optim::Optimizer> adamwTwoGroups(torch::nn::Sequential& net) {
-  std::vector<torch::Tensor> first = net[0]->parameters();
-  std::vector<torch::Tensor> rest = net[2]->parameters();
-  for (const auto& p : net[4]->parameters()) rest.push_back(p);
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(first, std::make_unique<torch::optim::AdamWOptions>(
-                                 torch::optim::AdamWOptions(0.01).weight_decay(0.1)));
-  groups.emplace_back(rest, std::make_unique<torch::optim::AdamWOptions>(
-                                torch::optim::AdamWOptions(0.02).weight_decay(0.0)));
-  return std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(0.03));
-}
-
-struct Training {
-  torch::nn::Sequential net;
-  std::unique_ptr<DistributedModel> model;
-  std::unique_ptr<DistributedOptimizer> opt;
-};
-
-Training makeRun(const MakeOptimizer& make, bool shard) {
-  Training r{makeUnevenNet(), nullptr, nullptr};
-  r.model = std::make_unique<DistributedModel>(r.net);
-  r.opt = std::make_unique<DistributedOptimizer>(make(r.net), *r.model,
-                                                 DistributedOptimizerOptions{shard ? 1 : 0});
-  return r;
-}
-
-void trainStep(Training& r, int step) {
-  auto [x, y] = globalBatch(step, torch::kFloat64);
-  r.opt->zero_grad();
-  r.model->backward(torch::mse_loss((*r.model)(localSlice(x)), localSlice(y)));
-  r.opt->step();
-}
-
-void expectBitwiseEqual(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
-}
 
 void expectShardedEqualsUnsharded(const MakeOptimizer& make) {
   Training plain = makeRun(make, false);

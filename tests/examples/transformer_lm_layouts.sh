@@ -5,6 +5,7 @@
 #   one process (pipeline engine, partitions 1)  ==  p=2  ==  p=4        (4 microbatches each)
 #   p=1 x dp=2 (ddp)                             ==  p=2 x dp=2 (hybrid)
 #   plain dp=2, p=2 x dp=2: with dataparallel.shard_optimizer_state == without it
+#   plain dp=2: with host_shared_parameters too == without either
 # (gradients are accumulated over the same microbatches in the same order; a 2-rank
 # AllReduce of a+b is exact in either order; dropout is seeded per step, microbatch and layer).
 # Within a tolerance where it is not: data parallelism with and without the pipeline engine
@@ -34,6 +35,9 @@ close_loss() {
 cat >dp_sharded.json <<'EOF'
 {"output_dir": "runs/dp_sharded", "dataparallel": {"shard_optimizer_state": true}}
 EOF
+cat >dp_host.json <<'EOF'
+{"output_dir": "runs/dp_host", "dataparallel": {"shard_optimizer_state": true, "host_shared_parameters": true}}
+EOF
 cat >hybrid_sharded.json <<'EOF'
 {"output_dir": "runs/hybrid_sharded", "modelparallel": {"enabled": true, "partitions": 2, "microbatches": 4,
  "pipeline": "interleaved", "ddp": true}, "dataparallel": {"shard_optimizer_state": true}}
@@ -49,6 +53,10 @@ dp0=$(run_np 2 p1dp2.json --dropout 0)
 plain_dp0=$(run_np 2 "$CONFIGS/job_dp.json" --dropout 0)
 plain_dp=$(run_np 2 "$CONFIGS/job_dp.json")
 dp_sharded=$(run_np 2 dp_sharded.json)
+dp_host_all=$(run_np 2 dp_host.json 2>&1)
+dp_host=$(grep -m1 '^final:' <<<"$dp_host_all")
+grep -q "sharded, host-shared parameters" <<<"$dp_host_all" ||
+  { echo "$dp_host_all"; echo "FAIL: dp=2 did not use host-shared parameters"; exit 1; }
 hybrid_sharded=$(run_np 4 hybrid_sharded.json)
 
 grep -q 'final: step=4 ' <<<"$single" || { echo "FAIL: expected step=4: $single"; exit 1; }
@@ -57,6 +65,7 @@ same_hash "one process" "$single" "p=4" "$pipe4"
 same_hash "p=1 x dp=2" "$dp2" "p=2 x dp=2" "$hybrid"
 same_hash "plain dp=2" "$plain_dp" "plain dp=2 with sharded optimizer state" "$dp_sharded"
 same_hash "p=2 x dp=2" "$hybrid" "p=2 x dp=2 with sharded optimizer state" "$hybrid_sharded"
+same_hash "plain dp=2" "$plain_dp" "plain dp=2 with host-shared parameters" "$dp_host"
 close_loss "one process" "$single0" "p=1 x dp=2" "$dp0"
 close_loss "one process" "$single0" "plain data parallel (dp=2)" "$plain_dp0"
 echo "PASS"

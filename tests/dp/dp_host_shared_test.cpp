@@ -1,0 +1,175 @@
+// Host-shared parameters (dataparallel.host_shared_parameters): parameters bitwise equal to
+// unsharded training in float64 (SGD with momentum, AdamW with two groups, uneven shards that
+// cut through parameters); .grad() after backward is the averaged gradient; each rank steps
+// only its pieces, which together cover every element once; a checkpoint loaded after the
+// switch restores the host's state; clip_grad_norm agrees with clipping unsharded gradients;
+// a 16-bit gradient wire falls back to whole-tensor sharding; a changed parameter set throws
+// on every rank. With one rank the mode is never used (and the tests check that).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "dp/dp_shard_models.h"
+#include "strata/checkpoint.h"
+
+namespace strata::testing {
+namespace {
+
+DistributedOptimizerOptions hostShared() { return DistributedOptimizerOptions{1, 1}; }
+DistributedOptimizerOptions unsharded() { return DistributedOptimizerOptions{0, 0}; }
+
+bool expectHostShared() { return strata::size() > 1; }
+
+void expectHostSharedEqualsUnsharded(const MakeOptimizer& make) {
+  Training plain = makeRun(make, unsharded());
+  Training hosted = makeRun(make, hostShared());
+  for (int step = 0; step < 6; ++step) {
+    trainStep(plain, step);
+    trainStep(hosted, step);
+    // The switch happens at the second step, once the buckets are final.
+    if (step >= 1) EXPECT_EQ(hosted.opt->host_shared(), expectHostShared()) << "step " << step;
+  }
+  const auto before = snapshot(makeUnevenNet()->parameters());
+  EXPECT_GT(maxRelativeDiff(plain.net->parameters(), before), 1e-3);  // training moved them
+  expectBitwiseEqual(hosted.net->parameters(), plain.net->parameters());
+}
+
+TEST(HostSharedParameters, SgdMomentumBitwiseEqualsUnsharded) { expectHostSharedEqualsUnsharded(sgdMomentum); }
+
+TEST(HostSharedParameters, AdamWTwoGroupsBitwiseEqualsUnsharded) { expectHostSharedEqualsUnsharded(adamwTwoGroups); }
+
+TEST(HostSharedParameters, GradientsAfterBackwardAreTheAverages) {
+  Training plain = makeRun(sgdMomentum, unsharded());
+  Training hosted = makeRun(sgdMomentum, hostShared());
+  for (int step = 0; step < 4; ++step) {
+    backwardStep(plain, step);
+    backwardStep(hosted, step);
+    std::vector<torch::Tensor> a, b;
+    for (const auto& p : plain.net->parameters()) a.push_back(p.grad());
+    for (const auto& p : hosted.net->parameters()) b.push_back(p.grad());
+    expectBitwiseEqual(b, a);
+    plain.opt->step();
+    hosted.opt->step();
+  }
+  ASSERT_EQ(hosted.opt->host_shared(), expectHostShared());
+}
+
+TEST(HostSharedParameters, RanksStepDisjointPiecesCoveringEveryElement) {
+  Training hosted = makeRun(adamwTwoGroups, hostShared());
+  for (int step = 0; step < 3; ++step) trainStep(hosted, step);
+  ASSERT_EQ(hosted.opt->host_shared(), expectHostShared());
+  int64_t total = 0;
+  for (const auto& p : hosted.net->parameters()) total += p.numel();
+  int64_t mine = 0;
+  for (const auto& g : hosted.opt->optimizer().param_groups())
+    for (const auto& p : g.params()) mine += p.numel();
+  int64_t sum = mine;
+  strata::world().allreduce(&sum, &sum, 1, DType::kInt64, ReduceOp::kSum);
+  EXPECT_EQ(sum, total);
+  // AdamW's two moments, of this rank's elements only.
+  EXPECT_EQ(static_cast<int64_t>(hosted.opt->state_bytes()), 2 * mine * 8);
+  if (expectHostShared()) EXPECT_LT(mine, total);
+}
+
+TEST(HostSharedParameters, CheckpointLoadedAfterTheSwitchRestoresTheState) {
+  const std::string root = "/tmp/strata_host_shared_ckpt_" + std::to_string(strata::size());
+  if (strata::rank() == 0) std::filesystem::remove_all(root);
+  strata::world().barrier();
+  Training hosted = makeRun(adamwTwoGroups, hostShared());
+  for (int step = 0; step < 4; ++step) trainStep(hosted, step);
+  SaveOptions so;
+  so.partial = true;
+  so.step = 4;
+  strata::save(root, *hosted.model, *hosted.opt, so);
+  for (int step = 4; step < 6; ++step) trainStep(hosted, step);
+  const auto expected = snapshot(hosted.net->parameters());
+  // Back to step 4, then the same two steps again: the same parameters, bitwise.
+  const auto loaded = strata::load(root, *hosted.model, *hosted.opt);
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_EQ(loaded->step, 4);
+  for (int step = 4; step < 6; ++step) trainStep(hosted, step);
+  expectBitwiseEqual(hosted.net->parameters(), expected);
+  EXPECT_EQ(hosted.opt->host_shared(), expectHostShared());
+  strata::world().barrier();
+  if (strata::rank() == 0) std::filesystem::remove_all(root);
+}
+
+TEST(HostSharedParameters, ClipGradNormMatchesClippingUnshardedGradients) {
+  Training plain = makeRun(sgdMomentum, unsharded());
+  Training hosted = makeRun(sgdMomentum, hostShared());
+  for (int step = 0; step < 4; ++step) {
+    backwardStep(plain, step);
+    backwardStep(hosted, step);
+    const double maxNorm = 0.05;  // below the gradients' norm: they are scaled
+    const double expectedNorm = torch::nn::utils::clip_grad_norm_(plain.net->parameters(), maxNorm);
+    const double norm = hosted.opt->clip_grad_norm(maxNorm);
+    EXPECT_NEAR(norm, expectedNorm, 1e-12 * expectedNorm) << "step " << step;
+    EXPECT_GT(norm, maxNorm);
+    std::vector<torch::Tensor> a, b;
+    for (const auto& p : plain.net->parameters()) a.push_back(p.grad());
+    for (const auto& p : hosted.net->parameters()) b.push_back(p.grad());
+    EXPECT_LT(maxRelativeDiff(b, a), 1e-12);
+    plain.opt->step();
+    hosted.opt->step();
+  }
+  EXPECT_LT(maxRelativeDiff(hosted.net->parameters(), plain.net->parameters()), 1e-10);
+}
+
+TEST(HostSharedParameters, BackwardWithoutZeroGradAccumulatesOntoTheAverages) {
+  Training plain = makeRun(sgdMomentum, unsharded());
+  Training hosted = makeRun(sgdMomentum, hostShared());
+  for (int step = 0; step < 3; ++step) {
+    trainStep(plain, step);
+    trainStep(hosted, step);
+  }
+  // A second backward on top of the last step's gradients, without zero_grad().
+  for (Training* r : {&plain, &hosted}) {
+    auto [x, y] = globalBatch(7, torch::kFloat64);
+    r->model->backward(torch::mse_loss((*r->model)(localSlice(x)), localSlice(y)));
+    r->opt->step();
+  }
+  expectBitwiseEqual(hosted.net->parameters(), plain.net->parameters());
+}
+
+TEST(HostSharedParameters, SixteenBitWireFallsBackToWholeTensorSharding) {
+  DistributedModelOptions bf16;
+  bf16.gradientDtype = "bfloat16";
+  Training hosted = makeRun(sgdMomentum, hostShared(), bf16);
+  Training sharded = makeRun(sgdMomentum, DistributedOptimizerOptions{1, 0}, bf16);
+  for (int step = 0; step < 3; ++step) {
+    trainStep(hosted, step);
+    trainStep(sharded, step);
+  }
+  EXPECT_FALSE(hosted.opt->host_shared());
+  expectBitwiseEqual(hosted.net->parameters(), sharded.net->parameters());
+}
+
+TEST(HostSharedParameters, AddedParamGroupAfterTheSwitchThrowsOnEveryRank) {
+  Training hosted = makeRun(sgdMomentum, hostShared());
+  for (int step = 0; step < 2; ++step) trainStep(hosted, step);
+  ASSERT_EQ(hosted.opt->host_shared(), expectHostShared());
+  if (strata::rank() == strata::size() - 1) {
+    auto extra = torch::zeros({3}, torch::kFloat64).requires_grad_();
+    hosted.opt->optimizer().add_param_group(torch::optim::OptimizerParamGroup({extra}));
+  }
+  try {
+    trainStep(hosted, 2);
+    ADD_FAILURE() << "step() after a param group was added did not throw";
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("shard_optimizer_state"), std::string::npos) << what;
+    EXPECT_NE(what.find("rank " + std::to_string(strata::size() - 1)), std::string::npos) << what;
+    EXPECT_NE(what.find("param group"), std::string::npos) << what;
+  }
+}
+
+TEST(HostSharedParameters, NeedsShardedState) {
+  auto net = makeUnevenNet();
+  DistributedModel model(net);
+  EXPECT_THROW(DistributedOptimizer(torch::optim::SGD(net->parameters(), 0.1), model, DistributedOptimizerOptions{0, 1}),
+               ConfigError);
+}
+
+}  // namespace
+}  // namespace strata::testing
