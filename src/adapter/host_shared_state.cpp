@@ -84,7 +84,11 @@ torch::Tensor HostSharedState::hostTensor(size_t region, size_t byteOffset, at::
 
 torch::Tensor HostSharedState::stateView(int field, size_t byteOffset, at::IntArrayRef sizes,
                                          const torch::TensorOptions& options) const {
-  return hostTensor(kFirstStateRegion + static_cast<size_t>(field), byteOffset, sizes, options);
+  const int region = fieldRegion_.at(static_cast<size_t>(field));
+  STRATA_CHECK(region >= 0, "dataparallel.host_shared_parameters: the optimizer now keeps state tensor ", field,
+               " of its type, which its options did not allow when the parameters became host-shared (e.g. "
+               "momentum or amsgrad turned on later); set those options before the second step");
+  return hostTensor(static_cast<size_t>(region), byteOffset, sizes, options);
 }
 
 HostSharedState::HostSharedState(torch::optim::Optimizer& optimizer, GradientReducer& reducer,
@@ -93,6 +97,10 @@ HostSharedState::HostSharedState(torch::optim::Optimizer& optimizer, GradientRed
     : optimizer_(optimizer), reducer_(reducer), sharding_(sharding), group_(group) {
   torch::NoGradGuard noGrad;
   numFields_ = numStateTensors(optimizer_);
+  // Only the state tensors the options can create get memory (Adam without amsgrad keeps two).
+  size_t regions = kFirstStateRegion;
+  for (bool possible : possibleStateTensors(optimizer_))
+    fieldRegion_.push_back(possible ? static_cast<int>(regions++) : -1);
   const auto infos = reducer_.paramInfos();
   const auto buckets = reducer_.bucketInfos();
   const auto& params = sharding_.parameters();
@@ -107,7 +115,7 @@ HostSharedState::HostSharedState(torch::optim::Optimizer& optimizer, GradientRed
   // (each rank first-touches only its part, so the host holds every byte once).
   const int n = group_.size();
   regionBytes_ = pageAlign(reducer_.storageBytes());
-  const size_t total = (kFirstStateRegion + static_cast<size_t>(numFields_)) * regionBytes_;
+  const size_t total = regions * regionBytes_;
   host_ = group_.allocateShared(pageAlign((total + static_cast<size_t>(n) - 1) / static_cast<size_t>(n)));
   hostBase_ = static_cast<char*>(host_->part(0));
   const size_t stride = n > 1 ? static_cast<size_t>(static_cast<char*>(host_->part(1)) - hostBase_) : host_->size();

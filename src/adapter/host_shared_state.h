@@ -104,7 +104,8 @@ class HostSharedState {
   const OptimizerSharding& sharding_;
   Group& group_;
   int numFields_ = 0;
-  size_t regionBytes_ = 0;  // each of: parameters, averages, then numFields_ state copies
+  std::vector<int> fieldRegion_;  // region of each state tensor; -1: the options never create it
+  size_t regionBytes_ = 0;  // each of: parameters, averages, then the state tensors that can exist
   std::shared_ptr<SharedBuffer> host_;
   char* hostBase_ = nullptr;             // host_'s parts, back to back: one host-wide space
   std::vector<size_t> paramByteOffset_;  // of sharding_.parameters()[i] in the bucket layout

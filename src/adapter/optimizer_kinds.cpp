@@ -63,6 +63,27 @@ std::vector<torch::Tensor> stateTensors(const optim::Optimizer& o, const optim::
   return {r.square_avg(), r.momentum_buffer(), r.grad_avg()};
 }
 
+namespace {
+// Whether any group's options (of type Options) satisfy `test`.
+template <typename Options, typename Test>
+bool anyGroup(const optim::Optimizer& o, Test test) {
+  for (const auto& g : o.param_groups())
+    if (test(static_cast<const Options&>(g.options()))) return true;
+  return test(static_cast<const Options&>(o.defaults()));
+}
+}  // namespace
+
+std::vector<bool> possibleStateTensors(const optim::Optimizer& o) {
+  if (isType<optim::SGD>(o)) return {anyGroup<optim::SGDOptions>(o, [](const auto& x) { return x.momentum() != 0; })};
+  if (isType<optim::Adam>(o)) return {true, true, anyGroup<optim::AdamOptions>(o, [](const auto& x) { return x.amsgrad(); })};
+  if (isType<optim::AdamW>(o))
+    return {true, true, anyGroup<optim::AdamWOptions>(o, [](const auto& x) { return x.amsgrad(); })};
+  if (isType<optim::Adagrad>(o)) return {true};
+  STRATA_CHECK(isType<optim::RMSprop>(o), "possibleStateTensors: unsupported optimizer");
+  return {true, anyGroup<optim::RMSpropOptions>(o, [](const auto& x) { return x.momentum() > 0; }),
+          anyGroup<optim::RMSpropOptions>(o, [](const auto& x) { return x.centered(); })};
+}
+
 int64_t stateStep(const optim::Optimizer& o, const optim::OptimizerParamState& s) {
   if (isType<optim::Adam>(o)) return stateAs<optim::AdamParamState>(s).step();
   if (isType<optim::AdamW>(o)) return stateAs<optim::AdamWParamState>(s).step();

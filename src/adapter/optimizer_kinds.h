@@ -22,6 +22,10 @@ bool isElementwiseOptimizer(const torch::optim::Optimizer& optimizer);
 int numStateTensors(const torch::optim::Optimizer& optimizer);
 std::vector<torch::Tensor> stateTensors(const torch::optim::Optimizer& optimizer,
                                         const torch::optim::OptimizerParamState& state);
+// Which of those tensors the optimizer's options can create (any group): SGD's momentum
+// buffer only with momentum, Adam's max_exp_avg_sq only with amsgrad, RMSprop's momentum
+// buffer and grad_avg only with momentum / centered.
+std::vector<bool> possibleStateTensors(const torch::optim::Optimizer& optimizer);
 // The step count (SGD has none: 0).
 int64_t stateStep(const torch::optim::Optimizer& optimizer, const torch::optim::OptimizerParamState& state);
 // A state of `optimizer`'s type holding `tensors` (as stateTensors orders them) and `step`.

@@ -39,6 +39,42 @@ TEST(HostSharedParameters, SgdMomentumBitwiseEqualsUnsharded) { expectHostShared
 
 TEST(HostSharedParameters, AdamWTwoGroupsBitwiseEqualsUnsharded) { expectHostSharedEqualsUnsharded(adamwTwoGroups); }
 
+// Every state tensor the five optimizers can keep: amsgrad's maximum, RMSprop's momentum
+// buffer and centred average, Adagrad's sum (allocated by its constructor).
+TEST(HostSharedParameters, EveryStateTensorOfEveryOptimizerBitwiseEqualsUnsharded) {
+  expectHostSharedEqualsUnsharded([](torch::nn::Sequential& net) {
+    return std::make_unique<torch::optim::Adam>(net->parameters(), torch::optim::AdamOptions(0.01).amsgrad(true));
+  });
+  expectHostSharedEqualsUnsharded([](torch::nn::Sequential& net) {
+    return std::make_unique<torch::optim::RMSprop>(net->parameters(),
+                                                   torch::optim::RMSpropOptions(0.01).momentum(0.5).centered(true));
+  });
+  expectHostSharedEqualsUnsharded([](torch::nn::Sequential& net) {
+    return std::make_unique<torch::optim::Adagrad>(net->parameters(), torch::optim::AdagradOptions(0.05));
+  });
+  expectHostSharedEqualsUnsharded([](torch::nn::Sequential& net) {
+    return std::make_unique<torch::optim::SGD>(net->parameters(), torch::optim::SGDOptions(0.05));
+  });
+}
+
+TEST(HostSharedParameters, StateTheOptionsDidNotAllowIsAClearError) {
+  Training hosted = makeRun(
+      [](torch::nn::Sequential& net) {
+        return std::make_unique<torch::optim::SGD>(net->parameters(), torch::optim::SGDOptions(0.05));
+      },
+      hostShared());
+  for (int step = 0; step < 2; ++step) trainStep(hosted, step);
+  if (!expectHostShared()) return;  // one rank: nothing is shared, momentum may be turned on
+  for (auto& g : hosted.opt->optimizer().param_groups())
+    static_cast<torch::optim::SGDOptions&>(g.options()).momentum(0.9);
+  try {
+    trainStep(hosted, 2);
+    ADD_FAILURE() << "momentum turned on after the switch was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("momentum or amsgrad turned on later"), std::string::npos) << e.what();
+  }
+}
+
 TEST(HostSharedParameters, GradientsAfterBackwardAreTheAverages) {
   Training plain = makeRun(sgdMomentum, unsharded());
   Training hosted = makeRun(sgdMomentum, hostShared());
