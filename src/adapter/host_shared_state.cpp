@@ -272,18 +272,9 @@ void HostSharedState::afterStep() {
 
 std::string HostSharedState::firstChange(const torch::optim::Optimizer& optimizer,
                                          const std::vector<torch::Tensor>& modelParameters) const {
-  const auto& groups = optimizer.param_groups();
-  if (groups.size() != piecesByGroup_.size())
-    return c10::str("the optimizer has ", groups.size(), " param group(s), ", piecesByGroup_.size(),
-                    " when its state was sharded (a param group was added or removed)");
-  for (size_t g = 0; g < groups.size(); ++g) {
-    const auto& ps = groups[g].params();
-    bool same = ps.size() == piecesByGroup_[g].size();
-    for (size_t i = 0; same && i < ps.size(); ++i) same = ps[i].unsafeGetTensorImpl() == piecesByGroup_[g][i];
-    if (!same)
-      return c10::str("param group ", g, " holds ", ps.size(), " tensor(s), ", piecesByGroup_[g].size(),
-                      " pieces of host-shared parameters when the state was sharded (its parameters were changed)");
-  }
+  if (std::string change = groupsChange(optimizer, piecesByGroup_, "pieces of host-shared parameters");
+      !change.empty())
+    return change;
   std::vector<const void*> data;
   for (const auto& info : reducer_.paramInfos()) data.push_back(info.param.data_ptr());
   if (data != modelData_)

@@ -85,20 +85,26 @@ size_t OptimizerSharding::numOwned() const {
   return static_cast<size_t>(std::count(owner_.begin(), owner_.end(), group_.rank()));
 }
 
-std::string OptimizerSharding::firstChange(const torch::optim::Optimizer& optimizer,
-                                           const std::vector<torch::Tensor>& modelParameters) const {
+std::string groupsChange(const torch::optim::Optimizer& optimizer, const std::vector<std::vector<const void*>>& expected,
+                         const std::string& held) {
   const auto& groups = optimizer.param_groups();
-  if (groups.size() != ownedByGroup_.size())
-    return c10::str("the optimizer has ", groups.size(), " param group(s), ", ownedByGroup_.size(),
+  if (groups.size() != expected.size())
+    return c10::str("the optimizer has ", groups.size(), " param group(s), ", expected.size(),
                     " when its state was sharded (a param group was added or removed)");
   for (size_t g = 0; g < groups.size(); ++g) {
     const auto& params = groups[g].params();
-    bool same = params.size() == ownedByGroup_[g].size();
-    for (size_t i = 0; same && i < params.size(); ++i) same = params[i].unsafeGetTensorImpl() == ownedByGroup_[g][i];
+    bool same = params.size() == expected[g].size();
+    for (size_t i = 0; same && i < params.size(); ++i) same = params[i].unsafeGetTensorImpl() == expected[g][i];
     if (!same)
       return c10::str("param group ", g, " holds ", params.size(), " tensor(s) of this rank's shard, ",
-                      ownedByGroup_[g].size(), " when the state was sharded (its parameters were changed)");
+                      expected[g].size(), " ", held, " when the state was sharded (its parameters were changed)");
   }
+  return "";
+}
+
+std::string OptimizerSharding::firstChange(const torch::optim::Optimizer& optimizer,
+                                           const std::vector<torch::Tensor>& modelParameters) const {
+  if (std::string change = groupsChange(optimizer, ownedByGroup_, "whole tensors"); !change.empty()) return change;
   if (modelParameters.size() != modelKeys_.size())
     return c10::str("the model has ", modelParameters.size(), " parameter(s), ", modelKeys_.size(),
                     " when the optimizer state was sharded");

@@ -23,6 +23,11 @@
 
 namespace strata::adapter {
 
+// "" or how the optimizer's param groups differ from `expected` (per group, the TensorImpl of
+// each tensor it held when sharded); `held` names those tensors in the message.
+std::string groupsChange(const torch::optim::Optimizer& optimizer, const std::vector<std::vector<const void*>>& expected,
+                         const std::string& held);
+
 class OptimizerSharding {
  public:
   // Not collective. `modelParameters`: this rank's parameters (DistributedModel::

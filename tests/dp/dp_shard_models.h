@@ -2,8 +2,11 @@
 // parameter counts no rank count divides, and optimizers with state and with two groups.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "dp/dp_testing.h"
 
@@ -65,6 +68,24 @@ inline void backwardStep(Training& r, int step) {
 inline void trainStep(Training& r, int step) {
   backwardStep(r, step);
   r.opt->step();
+}
+
+// The last rank adds a param group, then step `step` must throw on every rank, naming the
+// setting, that rank and the change.
+inline void expectAddedParamGroupThrows(Training& r, int step) {
+  if (strata::rank() == strata::size() - 1) {
+    auto extra = torch::zeros({3}, torch::kFloat64).requires_grad_();
+    r.opt->optimizer().add_param_group(torch::optim::OptimizerParamGroup({extra}));
+  }
+  try {
+    trainStep(r, step);
+    ADD_FAILURE() << "step() after a param group was added did not throw";
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("shard_optimizer_state"), std::string::npos) << what;
+    EXPECT_NE(what.find("rank " + std::to_string(strata::size() - 1)), std::string::npos) << what;
+    EXPECT_NE(what.find("param group"), std::string::npos) << what;
+  }
 }
 
 inline void expectBitwiseEqual(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
