@@ -89,6 +89,12 @@ void GradientReducer::reduceIntoShared(std::shared_ptr<SharedBuffer> keep, char*
   averagedBase_ = base;
 }
 
+void GradientReducer::stopReducingIntoShared() {
+  detachSharedGrads();
+  averaged_.reset();
+  averagedBase_ = nullptr;
+}
+
 void GradientReducer::detachSharedGrads() {
   if (!gradsOnAveraged_) return;
   gradsOnAveraged_ = false;

@@ -92,6 +92,8 @@ class GradientReducer {
   // final) and no 16-bit wire.
   void reduceIntoShared(std::shared_ptr<SharedBuffer> keep, char* base);
   bool reducesIntoShared() const { return averaged_ != nullptr; }
+  // Back to the in-place AllReduce (gradients first copied back to this rank's buckets).
+  void stopReducingIntoShared();
   // .grad() back on this rank's buckets, keeping the values (a backward without zeroGrad()
   // after a step accumulates onto the averaged gradients, as without host sharing).
   void detachSharedGrads();

@@ -165,8 +165,10 @@ HostSharedState::HostSharedState(torch::optim::Optimizer& optimizer, GradientRed
   }
   for (size_t j = 0; j < infos.size(); ++j) moves.emplace_back(infos[j].param, j);
   for (auto& [p, j] : moves)
-    if (p.data_ptr() != hostBytes(kParamsRegion, slotByteOffset(j)))
+    if (p.data_ptr() != hostBytes(kParamsRegion, slotByteOffset(j))) {
       p.set_data(hostTensor(kParamsRegion, slotByteOffset(j), p.sizes(), p.options()));
+      moved_.emplace_back(p, slotByteOffset(j));
+    }
   std::vector<collectives::ParamPlace> places;
   for (const auto& info : infos)
     places.push_back({info.bucket, static_cast<size_t>(info.offset), static_cast<size_t>(info.param.numel())});
@@ -204,6 +206,22 @@ HostSharedState::HostSharedState(torch::optim::Optimizer& optimizer, GradientRed
   STRATA_LOG(kInfo, kInit, "host-shared parameters: ", infos.size(), " parameter(s), ", reducer_.storageBytes(),
              " bytes, one copy for the host's ", n, " rank(s); this rank steps ", pieces_.size(),
              " piece(s) of them");
+}
+
+HostSharedState::~HostSharedState() {
+  try {
+    torch::NoGradGuard noGrad;
+    reducer_.stopReducingIntoShared();
+    // One private copy per place, so the tensors of a tie still share their storage.
+    std::map<size_t, torch::Tensor> copies;
+    for (auto& [p, byteOffset] : moved_) {
+      auto at = copies.find(byteOffset);
+      if (at == copies.end()) at = copies.emplace(byteOffset, p.detach().clone()).first;
+      p.set_data(at->second);
+    }
+  } catch (const std::exception& e) {
+    STRATA_LOG(kWarn, kInit, "host-shared parameters: could not give the parameters private copies: ", e.what());
+  }
 }
 
 std::vector<HostSharedState::Meta> HostSharedState::agreeMeta(const std::vector<Meta>& mine) const {

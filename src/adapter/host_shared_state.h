@@ -25,6 +25,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "adapter/gradient_reducer.h"
@@ -52,6 +53,13 @@ class HostSharedState {
   // other tensors of a tie move with the one the reducer holds.
   HostSharedState(torch::optim::Optimizer& optimizer, GradientReducer& reducer, const OptimizerSharding& sharding,
                   Group& group, const std::vector<torch::Tensor>& allParameters);
+  // Not collective, never throws: the parameters get private copies of their current values
+  // and the reducer AllReduces again, so the model trains on correctly with any other
+  // optimizer (which would otherwise step the host's one copy once per rank). The reducer
+  // must still exist (the model outlives its optimizer).
+  ~HostSharedState();
+  HostSharedState(const HostSharedState&) = delete;
+  HostSharedState& operator=(const HostSharedState&) = delete;
 
   // Points the pieces' gradients back at the averages (an optimizer's zero_grad may have
   // replaced them). Not collective.
@@ -112,6 +120,7 @@ class HostSharedState {
   std::vector<Piece> pieces_;
   std::vector<std::vector<const void*>> piecesByGroup_;  // TensorImpl* of the groups' pieces
   std::vector<const void*> modelData_;   // data pointers of the synchronised parameters
+  std::vector<std::pair<torch::Tensor, size_t>> moved_;  // every tensor moved, and its byte offset
 };
 
 }  // namespace strata::adapter

@@ -188,6 +188,30 @@ TEST(HostSharedParameters, AddedParamGroupAfterTheSwitchThrowsOnEveryRank) {
   expectAddedParamGroupThrows(hosted, 2);
 }
 
+// After the host-shared optimizer is gone, another optimizer steps private parameters again
+// (stepping the host's one copy on every rank would apply each update once per rank).
+TEST(HostSharedParameters, AnotherOptimizerAfterwardsStepsPrivateParameters) {
+  const MakeOptimizer sgd = [](torch::nn::Sequential& net) {
+    return std::make_unique<torch::optim::SGD>(net->parameters(), torch::optim::SGDOptions(0.05));
+  };
+  Training plain = makeRun(sgd, unsharded());
+  Training hosted = makeRun(sgd, hostShared());
+  for (int step = 0; step < 3; ++step) {
+    trainStep(plain, step);
+    trainStep(hosted, step);
+  }
+  ASSERT_EQ(hosted.opt->host_shared(), expectHostShared());
+  for (Training* r : {&plain, &hosted}) {
+    r->opt.reset();
+    r->opt = std::make_unique<DistributedOptimizer>(sgd(r->net), *r->model, unsharded());
+  }
+  for (int step = 3; step < 5; ++step) {
+    trainStep(plain, step);
+    trainStep(hosted, step);
+  }
+  expectBitwiseEqual(hosted.net->parameters(), plain.net->parameters());
+}
+
 TEST(HostSharedParameters, NeedsShardedState) {
   auto net = makeUnevenNet();
   DistributedModel model(net);
