@@ -87,10 +87,12 @@ void GradientReducer::reduceIntoShared(std::shared_ptr<SharedBuffer> keep, char*
   STRATA_CHECK(keep != nullptr && base != nullptr, "GradientReducer: no memory for the host-shared averages");
   averaged_ = std::move(keep);
   averagedBase_ = base;
+  for (auto& slot : slots_) slot.averaged = averagedView(buckets_[slot.bucket], slot);  // once, not per step
 }
 
 void GradientReducer::stopReducingIntoShared() {
   detachSharedGrads();
+  for (auto& slot : slots_) slot.averaged = torch::Tensor();
   averaged_.reset();
   averagedBase_ = nullptr;
 }
@@ -248,7 +250,7 @@ void GradientReducer::finish() {
   if (averaged_) {
     // Every rank's shard has been written (reduceScatterShared returns after all): the whole
     // averaged gradient is readable in the host's one copy.
-    for (const auto& slot : slots_) slot.param.mutable_grad() = averagedView(buckets_[slot.bucket], slot);
+    for (const auto& slot : slots_) slot.param.mutable_grad() = slot.averaged;
     gradsOnAveraged_ = true;
   }
   stats_.exposedSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - waitStart).count();

@@ -130,6 +130,7 @@ class GradientReducer {
     int64_t offset = 0;  // elements into the bucket
     std::shared_ptr<torch::autograd::Node> accumulator;
     uintptr_t hookKey = 0;
+    torch::Tensor averaged;  // its view of the host-shared averages (reduceIntoShared)
   };
   struct Bucket {
     torch::Tensor flat;  // the gradients of its parameters, back to back
