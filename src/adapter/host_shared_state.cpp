@@ -137,22 +137,7 @@ HostSharedState::HostSharedState(torch::optim::Optimizer& optimizer, GradientRed
     std::copy_n(ownBuckets + b.byteOffset + shard.offset * elem, shard.count * elem,
                 hostBytes(kAveragesRegion, b.byteOffset + shard.offset * elem));
   }
-  std::vector<Meta> mine(params.size());
-  for (size_t i = 0; i < params.size(); ++i) {
-    mine[i].defined.assign(static_cast<size_t>(numFields_), false);
-    if (sharding_.ownerOf(i) != group_.rank()) continue;
-    auto it = optimizer_.state().find(pieceStateKey(params[i]));
-    if (it == optimizer_.state().end()) continue;
-    const std::vector<torch::Tensor> fields = stateTensors(optimizer_, *it->second);
-    for (int f = 0; f < numFields_; ++f) {
-      if (!fields[static_cast<size_t>(f)].defined()) continue;
-      stateView(f, paramByteOffset_[i], params[i].sizes(), params[i].options()).copy_(fields[static_cast<size_t>(f)]);
-      mine[i].defined[static_cast<size_t>(f)] = true;
-    }
-    mine[i].hasState = true;
-    mine[i].step = stateStep(optimizer_, *it->second);
-  }
-  const std::vector<Meta> meta = agreeMeta(mine);
+  const std::vector<Meta> meta = agreeMeta(copyOwnedStateIn(optimizer_));
   group_.barrier();  // every copy above is in place
 
   // Every synchronised parameter, and any other tensor of a tie, is now a view of the host's copy.
@@ -245,6 +230,27 @@ std::vector<HostSharedState::Meta> HostSharedState::agreeMeta(const std::vector<
     for (int f = 0; f < numFields_; ++f) out[i].defined.push_back(((flat[i * width + 2] >> f) & 1) != 0);
   }
   return out;
+}
+
+std::vector<HostSharedState::Meta> HostSharedState::copyOwnedStateIn(const torch::optim::Optimizer& source) {
+  torch::NoGradGuard noGrad;
+  const auto& params = sharding_.parameters();
+  std::vector<Meta> mine(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    mine[i].defined.assign(static_cast<size_t>(numFields_), false);
+    if (sharding_.ownerOf(i) != group_.rank()) continue;
+    auto it = source.state().find(pieceStateKey(params[i]));
+    if (it == source.state().end()) continue;
+    const std::vector<torch::Tensor> fields = stateTensors(source, *it->second);
+    for (int f = 0; f < numFields_; ++f) {
+      if (!fields[static_cast<size_t>(f)].defined()) continue;
+      stateView(f, paramByteOffset_[i], params[i].sizes(), params[i].options()).copy_(fields[static_cast<size_t>(f)]);
+      mine[i].defined[static_cast<size_t>(f)] = true;
+    }
+    mine[i].hasState = true;
+    mine[i].step = stateStep(source, *it->second);
+  }
+  return mine;
 }
 
 void HostSharedState::installPieceState(Piece& piece, const Meta& meta) {
@@ -343,22 +349,7 @@ std::unique_ptr<torch::optim::Optimizer> HostSharedState::wholeView() {
 
 void HostSharedState::commitLoaded(const torch::optim::Optimizer& view) {
   torch::NoGradGuard noGrad;
-  const auto& params = sharding_.parameters();
-  std::vector<Meta> mine(params.size());
-  for (size_t i = 0; i < params.size(); ++i) {
-    mine[i].defined.assign(static_cast<size_t>(numFields_), false);
-    if (sharding_.ownerOf(i) != group_.rank()) continue;
-    auto it = view.state().find(pieceStateKey(params[i]));
-    if (it == view.state().end()) continue;
-    const auto fields = stateTensors(view, *it->second);
-    for (int f = 0; f < numFields_; ++f) {
-      if (!fields[static_cast<size_t>(f)].defined()) continue;
-      stateView(f, paramByteOffset_[i], params[i].sizes(), params[i].options()).copy_(fields[static_cast<size_t>(f)]);
-      mine[i].defined[static_cast<size_t>(f)] = true;
-    }
-    mine[i].hasState = true;
-    mine[i].step = stateStep(view, *it->second);
-  }
+  const std::vector<Meta> mine = copyOwnedStateIn(view);
   // The loaded group options (learning rates...) of the groups this rank restored.
   for (size_t g = 0; g < view.param_groups().size() && g < optimizer_.param_groups().size(); ++g)
     if (!view.param_groups()[g].params().empty())

@@ -104,6 +104,9 @@ class HostSharedState {
   torch::Tensor stateView(int field, size_t byteOffset, at::IntArrayRef sizes, const torch::TensorOptions& options) const;
   // Collective: every whole parameter's Meta from the ranks that know it (max over the group).
   std::vector<Meta> agreeMeta(const std::vector<Meta>& mine) const;
+  // Copies the state `source` holds for the whole parameters this rank owns (OptimizerSharding's
+  // owners) into the host's copy; returns what this rank knows of every parameter's state.
+  std::vector<Meta> copyOwnedStateIn(const torch::optim::Optimizer& source);
   void installPieceState(Piece& piece, const Meta& meta);
   void shareNewState(Piece& piece);
 
