@@ -364,6 +364,7 @@ std::pair<double, double> compareAutoWithManual(const Options& o, bool root) {
     std::unique_ptr<strata::DistributedModel> model;
     std::unique_ptr<strata::DistributedOptimizer> opt;
     std::vector<double> steps;
+    std::vector<std::vector<double>> computes;  // per step, per rank
   };
   std::vector<Candidate> candidates;
   for (const auto& json : configs) {
@@ -381,8 +382,13 @@ std::pair<double, double> compareAutoWithManual(const Options& o, bool root) {
     c.opt->zero_grad();
     c.model->step(x, y, mse);
     c.opt->step();
-    double t = c.model->pipeline_stats().stepSeconds;
+    const strata::PipelineStats st = c.model->pipeline_stats();
+    double t = st.stepSeconds;
     strata::world().allreduce(&t, &t, 1, strata::DType::kFloat64, strata::ReduceOp::kMax);
+    double mine = st.computeSeconds;
+    std::vector<double> all(static_cast<size_t>(strata::size()));
+    strata::world().allgather(&mine, all.data(), 1, strata::DType::kFloat64);
+    c.computes.push_back(all);
     return t;
   };
   for (int round = 0; round <= o.steps; ++round)
@@ -390,10 +396,27 @@ std::pair<double, double> compareAutoWithManual(const Options& o, bool root) {
       const double t = stepOnce(c);
       if (round > 0) c.steps.push_back(t);
     }
+  // Each candidate's prediction beside its measurement: the simulator's step and each
+  // rank's compute (median over the steps), so a planner that misprices a layer shows up as
+  // the cuts whose measured order differs from the predicted one.
+  auto computeOf = [](const Candidate& c, size_t r) {
+    std::vector<double> v;
+    for (const auto& all : c.computes) v.push_back(all[r]);
+    return median(v);
+  };
   size_t best = 1;
-  for (size_t i = 1; i < candidates.size(); ++i) {
-    if (root) std::printf("manual cut at %d: %.1f ms\n", cuts[i], median(candidates[i].steps) * 1e3);
-    if (median(candidates[i].steps) < median(candidates[best].steps)) best = i;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (root) {
+      const strata::PipelineStats st = candidates[i].model->pipeline_stats();
+      if (i == 0)
+        std::printf("auto partition's plan:\n%s\n", st.plan.c_str());
+      std::printf("%s %d: %.1f ms (predicted %.1f; compute per rank", i == 0 ? "auto, cut at" : "manual cut at",
+                  i == 0 ? st.stageFirstLayer.back() : cuts[i], median(candidates[i].steps) * 1e3,
+                  st.predictedStepSeconds * 1e3);
+      for (size_t r = 0; r < static_cast<size_t>(strata::size()); ++r) std::printf(" %.1f", computeOf(candidates[i], r) * 1e3);
+      std::printf(")\n");
+    }
+    if (i > 0 && median(candidates[i].steps) < median(candidates[best].steps)) best = i;
   }
   if (root)
     std::printf("search: auto partition (stages start at %s) %.1f ms, best manual cut at %d %.1f ms\n",
@@ -414,6 +437,9 @@ std::pair<double, double> compareAutoWithManual(const Options& o, bool root) {
     std::printf("auto partition (stages start at %s): %.1f ms\n",
                 cutList(candidates[0].model->pipeline_stats().stageFirstLayer).c_str(), autoStep * 1e3);
     std::printf("best manual cut at %d: %.1f ms (fresh steps)\n", cuts[best], bestManual * 1e3);
+    std::printf("fresh pairs (auto/best ms):");
+    for (size_t i = 0; i < autoFresh.size(); ++i) std::printf(" %.0f/%.0f", autoFresh[i] * 1e3, bestFresh[i] * 1e3);
+    std::printf("\n");
   }
   return {autoStep, bestManual};
 }
@@ -429,14 +455,21 @@ int main(int argc, char** argv) {
   app.add_option("--batch", o.batch, "batch per step");
   app.add_option("--sleep-ms", o.sleepMs, "sleep layers of this many ms forward per 8 samples (0: real compute)");
   std::string only;
-  bool tableOnly = false;
+  bool tableOnly = false, partitionOnly = false;
   app.add_option("--only", only, "comma-separated schedules: run only their rows of the table (diagnosis)");
   app.add_flag("--table-only", tableOnly, "stop after the table (no 1-process or partition comparison)");
+  app.add_flag("--partition-only", partitionOnly, "only the automatic partition against every manual one (diagnosis)");
   CLI11_PARSE(app, argc, argv);
   strata::init(argc, argv);
   torch::set_num_threads(1);
   const int p = strata::size();
   const bool root = strata::rank() == 0;
+  if (partitionOnly && p == 2) {
+    const auto [autoStep, bestManual] = compareAutoWithManual(o, root);
+    if (root) std::printf("# auto/best-manual step time%s: %.2f\n", o.sleepMs > 0 ? " (sleep layers)" : "", autoStep / bestManual);
+    strata::finalize();
+    return 0;
+  }
   if (root) {
     if (o.sleepMs > 0)
       std::printf("# pipeline_bench: %d ranks, 1 thread each, balanced model %d x sleep layer (%.1f ms forward, "

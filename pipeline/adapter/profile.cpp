@@ -60,54 +60,192 @@ class LayerStateGuard {
   std::vector<std::pair<torch::Tensor, torch::Tensor>> grads_;
 };
 
-struct Run {
+// A layer's failure, named, with what a layer must do.
+[[noreturn]] void layerFailed(const std::string& name, size_t index, const torch::Tensor& x, const std::exception& e) {
+  const auto* c10 = dynamic_cast<const c10::Error*>(&e);
+  STRATA_THROW(Error, "pipeline: layer ", index, " (\"", name, "\") failed on a sample of shape ", x.sizes(), " ",
+               x.scalar_type(), ": ", c10 ? c10->what_without_backtrace() : e.what(),
+               " (every layer's forward takes one tensor and returns one tensor whose dimension 0 is the batch)");
+}
+
+// One layer of a chained run: its input (a leaf, needing a gradient unless it is the data
+// entering layer 0 or not floating point) and its output, with the graph between them.
+struct Link {
+  torch::Tensor input;
+  torch::Tensor output;
+};
+
+// The block's layers in order, as a stage runs them: a forward through every layer, then a
+// backward through them in reverse, each layer's backward fed the gradient the layer after
+// it computed for its input (ones for the block's last layer, or where none arrives). Timed
+// per layer; the layers are measured together, not one at a time, because a layer's
+// weights stay in the caches when it runs alone again and again, but not when the stage's
+// other layers run in between: alone, a stage of several small layers (a few MB each) timed
+// 5-19 % faster than the same layers run in turn (bench/RESULTS.md, session 8), and the
+// planner then put too much on that stage.
+class ChainedRun {
+ public:
+  ChainedRun(std::vector<torch::nn::AnyModule>& modules, const std::vector<std::string>& names, int firstIndex)
+      : modules_(modules), names_(names), first_(firstIndex) {}
+
+  // Forward through every layer from `x`; seconds per layer. With `counters`, each layer's
+  // forward reports its allocations to its counter (the stash).
+  std::vector<double> forward(const torch::Tensor& x, std::vector<LiveBytesCounter>* counters) {
+    links_.assign(modules_.size(), {});
+    std::vector<double> seconds(modules_.size(), 0);
+    torch::Tensor in = x;
+    for (size_t k = 0; k < modules_.size(); ++k) {
+      Link& l = links_[k];
+      l.input = in.detach();
+      if (index(k) != 0 && l.input.is_floating_point()) l.input.requires_grad_(true);
+      try {
+        const auto start = Clock::now();
+        if (counters != nullptr) {
+          c10::DebugInfoGuard watch(c10::DebugInfoKind::PROFILER_STATE,
+                                    std::shared_ptr<c10::DebugInfoBase>(&(*counters)[k], [](c10::DebugInfoBase*) {}));
+          l.output = modules_[k].forward<torch::Tensor>(l.input);
+        } else {
+          l.output = modules_[k].forward<torch::Tensor>(l.input);
+        }
+        seconds[k] = secondsSince(start);
+      } catch (const std::exception& e) {
+        layerFailed(names_.at(index(k)), index(k), l.input, e);
+      }
+      // Checked before the next layer runs on it, so the error names this layer.
+      if (counters != nullptr) checkBatchMajor(names_.at(index(k)), index(k), l.output, l.input.size(0));
+      in = l.output;
+    }
+    return seconds;
+  }
+
+  const torch::Tensor& output(size_t k) const { return links_.at(k).output; }
+
+  // The full backward of every layer, last first; seconds per layer (0 for an output that
+  // needs no gradient).
+  std::vector<double> backward() {
+    std::vector<double> seconds(modules_.size(), 0);
+    for (size_t k = modules_.size(); k-- > 0;) {
+      Link& l = links_[k];
+      if (!l.output.requires_grad()) {
+        passed_ = torch::Tensor();
+        continue;
+      }
+      const torch::Tensor grad = gradientFor(k);
+      try {
+        const auto start = Clock::now();
+        torch::autograd::backward({l.output}, {grad});
+        seconds[k] = secondsSince(start);
+      } catch (const std::exception& e) {
+        layerFailed(names_.at(index(k)), index(k), l.input, e);
+      }
+      passed_ = l.input.requires_grad() ? l.input.grad() : torch::Tensor();
+      if (passed_.defined()) l.input.mutable_grad() = torch::Tensor();
+    }
+    passed_ = torch::Tensor();
+    links_.clear();
+    return seconds;
+  }
+
+  // The split backward as the executor runs it (zero_bubble), last layer first: B, the input
+  // gradient (when the input needs one), then W, the layer's trainable parameters'
+  // gradients. Seconds of W per layer (0 for a layer without trainable parameters or without
+  // a differentiable output).
+  std::vector<double> splitBackward() {
+    std::vector<double> seconds(modules_.size(), 0);
+    for (size_t k = modules_.size(); k-- > 0;) {
+      Link& l = links_[k];
+      if (!l.output.requires_grad()) {
+        passed_ = torch::Tensor();
+        continue;
+      }
+      const torch::Tensor grad = gradientFor(k);
+      std::vector<torch::Tensor> params;
+      for (const auto& p : modules_[k].ptr()->parameters(/*recurse=*/true))
+        if (p.requires_grad()) params.push_back(p);
+      try {
+        torch::Tensor inputGrad;
+        if (l.input.requires_grad())
+          inputGrad = torch::autograd::grad({l.output}, {l.input}, {grad}, /*retain_graph=*/true,
+                                            /*create_graph=*/false, /*allow_unused=*/true)[0];
+        if (!params.empty()) {
+          const auto start = Clock::now();
+          torch::autograd::backward({l.output}, {grad}, /*retain_graph=*/false, /*create_graph=*/false, params);
+          seconds[k] = secondsSince(start);
+        }
+        passed_ = inputGrad;
+      } catch (const std::exception& e) {
+        layerFailed(names_.at(index(k)), index(k), l.input, e);
+      }
+    }
+    passed_ = torch::Tensor();
+    links_.clear();
+    return seconds;
+  }
+
+ private:
+  size_t index(size_t k) const { return static_cast<size_t>(first_) + k; }
+
+  // What the layer after k passed back, when it fits k's output; ones otherwise.
+  torch::Tensor gradientFor(size_t k) const {
+    const torch::Tensor& out = links_[k].output;
+    if (k + 1 < links_.size() && passed_.defined() && passed_.sizes() == out.sizes() &&
+        passed_.scalar_type() == out.scalar_type())
+      return passed_;
+    return torch::ones_like(out);
+  }
+
+  std::vector<torch::nn::AnyModule>& modules_;
+  const std::vector<std::string>& names_;
+  int first_;
+  std::vector<Link> links_;
+  torch::Tensor passed_;  // the input gradient of the layer after the one being run
+};
+
+// Forward/backward medians, output, stash of every layer of a block run as a chain.
+struct Measured {
   torch::Tensor output;
   double forwardSeconds = 0;
   double backwardSeconds = 0;
+  double weightGradientSeconds = -1;
+  int64_t stashBytes = 0;
 };
 
-// One forward and backward of `module` on `x`, as in training: the data entering layer 0
-// needs no gradient, later inputs do. `counter` (optional) watches the forward's memory.
-Run runOnce(torch::nn::AnyModule& module, const torch::Tensor& x, bool firstLayer, LiveBytesCounter* counter) {
-  Run r;
-  torch::Tensor in = x.detach();
-  if (!firstLayer && in.is_floating_point()) in.requires_grad_(true);
-  auto start = Clock::now();
-  if (counter != nullptr) {
-    c10::DebugInfoGuard watch(c10::DebugInfoKind::PROFILER_STATE, std::shared_ptr<c10::DebugInfoBase>(
-                                                                          counter, [](c10::DebugInfoBase*) {}));
-    r.output = module.forward<torch::Tensor>(in);
-  } else {
-    r.output = module.forward<torch::Tensor>(in);
+std::vector<Measured> measureChained(std::vector<torch::nn::AnyModule>& modules, const std::vector<std::string>& names,
+                                     int firstIndex, const torch::Tensor& x, const ProfileOptions& options) {
+  std::vector<Measured> out(modules.size());
+  std::vector<LayerTimingSamples> samples(modules.size());
+  ChainedRun chain(modules, names, firstIndex);
+  // Run 0 also measures the stash (the counters slow it): it is always a warm-up run.
+  const int warmup = std::max(1, options.warmup);
+  const int runs = options.samples > 0 ? warmup + options.samples : 1;
+  for (int run = 0; run < runs; ++run) {
+    std::vector<LiveBytesCounter> counters(run == 0 ? modules.size() : 0);
+    const std::vector<double> forward = chain.forward(x, run == 0 ? &counters : nullptr);
+    if (run == 0)
+      for (size_t k = 0; k < modules.size(); ++k) {
+        out[k].stashBytes = std::max<int64_t>(0, counters[k].live());
+        out[k].output = chain.output(k).detach();
+      }
+    const std::vector<double> backward = chain.backward();
+    std::vector<double> weight;
+    if (options.splitBackward) {
+      chain.forward(x, nullptr);
+      weight = chain.splitBackward();
+    }
+    for (size_t k = 0; k < modules.size(); ++k) {
+      samples[k].forwardSeconds.push_back(forward[k]);
+      samples[k].backwardSeconds.push_back(backward[k]);
+      if (options.splitBackward) samples[k].weightGradientSeconds.push_back(weight[k]);
+    }
   }
-  r.forwardSeconds = secondsSince(start);
-  if (r.output.requires_grad()) {
-    torch::Tensor grad = torch::ones_like(r.output);
-    start = Clock::now();
-    torch::autograd::backward({r.output}, {grad});
-    r.backwardSeconds = secondsSince(start);
-  }
-  return r;
-}
-
-// The split backward as the executor runs it (zero_bubble): B, the input gradient (when the
-// input needs one), then W, the layer's trainable parameters' gradients. Returns W's time
-// (0 for a layer without trainable parameters or without a differentiable output).
-double weightGradientOnce(torch::nn::AnyModule& module, const torch::Tensor& x, bool firstLayer) {
-  torch::Tensor in = x.detach();
-  if (!firstLayer && in.is_floating_point()) in.requires_grad_(true);
-  const torch::Tensor out = module.forward<torch::Tensor>(in);
-  if (!out.requires_grad()) return 0;
-  std::vector<torch::Tensor> params;
-  for (const auto& p : module.ptr()->parameters(/*recurse=*/true))
-    if (p.requires_grad()) params.push_back(p);
-  const torch::Tensor grad = torch::ones_like(out);
-  if (in.requires_grad())
-    torch::autograd::grad({out}, {in}, {grad}, /*retain_graph=*/true, /*create_graph=*/false, /*allow_unused=*/true);
-  if (params.empty()) return 0;
-  const auto start = Clock::now();
-  torch::autograd::backward({out}, {grad}, /*retain_graph=*/false, /*create_graph=*/false, params);
-  return secondsSince(start);
+  if (options.samples > 0)
+    for (size_t k = 0; k < modules.size(); ++k) {
+      const LayerTimes t = layerTimesFromSamples(samples[k], warmup, names.at(static_cast<size_t>(firstIndex) + k));
+      out[k].forwardSeconds = t.forwardSeconds;
+      out[k].backwardSeconds = t.backwardSeconds;
+      out[k].weightGradientSeconds = t.weightGradientSeconds;
+    }
+  return out;
 }
 
 size_t uniqueBytes(const std::vector<torch::Tensor>& tensors, bool gradOnly) {
@@ -120,55 +258,6 @@ size_t uniqueBytes(const std::vector<torch::Tensor>& tensors, bool gradOnly) {
 
 std::string describe(const TieUse& u) {
   return c10::str(c10::IntArrayRef(u.sizes), " ", u.dtype, u.requiresGrad ? "" : " (frozen)");
-}
-
-// A layer's failure, named, with what a layer must do.
-[[noreturn]] void layerFailed(const std::string& name, size_t index, const torch::Tensor& x, const std::exception& e) {
-  const auto* c10 = dynamic_cast<const c10::Error*>(&e);
-  STRATA_THROW(Error, "pipeline: layer ", index, " (\"", name, "\") failed on a sample of shape ", x.sizes(), " ",
-               x.scalar_type(), ": ", c10 ? c10->what_without_backtrace() : e.what(),
-               " (every layer's forward takes one tensor and returns one tensor whose dimension 0 is the batch)");
-}
-
-// Forward/backward medians, output, stash of layer `index` on `x`.
-struct Measured {
-  torch::Tensor output;
-  double forwardSeconds = 0;
-  double backwardSeconds = 0;
-  double weightGradientSeconds = -1;
-  int64_t stashBytes = 0;
-};
-
-Measured measure(torch::nn::AnyModule& module, const std::string& name, size_t index, const torch::Tensor& x,
-                 const ProfileOptions& options) {
-  Measured m;
-  try {
-    // Run 0 also measures the stash (the counter slows it): it is always a warm-up run.
-    const int warmup = std::max(1, options.warmup);
-    const int runs = options.samples > 0 ? warmup + options.samples : 1;
-    LayerTimingSamples samples;
-    for (int run = 0; run < runs; ++run) {
-      LiveBytesCounter counter;
-      const Run r = runOnce(module, x, index == 0, run == 0 ? &counter : nullptr);
-      if (run == 0) {
-        checkBatchMajor(name, index, r.output, x.size(0));
-        m.stashBytes = std::max<int64_t>(0, counter.live());
-        m.output = r.output.detach();
-      }
-      samples.forwardSeconds.push_back(r.forwardSeconds);
-      samples.backwardSeconds.push_back(r.backwardSeconds);
-      if (options.splitBackward) samples.weightGradientSeconds.push_back(weightGradientOnce(module, x, index == 0));
-    }
-    if (options.samples > 0) {
-      const LayerTimes t = layerTimesFromSamples(samples, warmup, name);
-      m.forwardSeconds = t.forwardSeconds;
-      m.backwardSeconds = t.backwardSeconds;
-      m.weightGradientSeconds = t.weightGradientSeconds;
-    }
-  } catch (const std::exception& e) {
-    layerFailed(name, index, x, e);
-  }
-  return m;
 }
 
 void recordUses(const std::vector<TiedTensor>& ties, int layer, torch::nn::Module& module, const std::string& name,
@@ -231,11 +320,12 @@ PartialProfile profileLayerRange(const std::vector<std::string>& names,
   RngStateGuard generator;
   PartialProfile out;
   out.range = range;
-  torch::Tensor x = input;
+  std::vector<torch::nn::AnyModule> modules;
+  std::vector<std::unique_ptr<LayerStateGuard>> states;
   for (int layer = range.begin; layer < range.end; ++layer) {
     const auto i = static_cast<size_t>(layer);
-    torch::nn::AnyModule module = acquire(layer);
-    torch::nn::Module& m = *module.ptr();
+    modules.push_back(acquire(layer));
+    torch::nn::Module& m = *modules.back().ptr();
     LayerCost c;
     c.name = names.at(i);
     const auto params = m.parameters(/*recurse=*/true);
@@ -243,19 +333,20 @@ PartialProfile profileLayerRange(const std::vector<std::string>& names,
     c.gradientBytes = uniqueBytes(params, true);
     c.optimizerStateBytes = static_cast<size_t>(std::llround(options.optimizerStateFactor * c.gradientBytes));
     recordUses(ties, layer, m, names[i], out.uses);
-    Measured r;
-    {
-      LayerStateGuard state(m);
-      r = measure(module, names[i], i, x, options);
-    }
+    out.costs.push_back(std::move(c));
+    states.push_back(std::make_unique<LayerStateGuard>(m));
+  }
+  const std::vector<Measured> measured = measureChained(modules, names, range.begin, input, options);
+  states.clear();  // buffers and gradients back as they were
+  for (size_t k = 0; k < measured.size(); ++k) {
+    LayerCost& c = out.costs[k];
+    const Measured& r = measured[k];
     c.forwardSeconds = r.forwardSeconds;
     c.backwardSeconds = r.backwardSeconds;
     c.weightGradientSeconds = r.weightGradientSeconds;
     c.activationBytes = r.output.nbytes();
     c.stashBytes = options.activationCheckpointing ? c.activationBytes : static_cast<size_t>(r.stashBytes);
-    out.costs.push_back(std::move(c));
     out.shapes.push_back({r.output.sizes().vec(), r.output.scalar_type()});
-    x = r.output;
   }
   return out;
 }

@@ -1,23 +1,27 @@
 // Per-layer profiling on a sample microbatch: the planner's LayerCost for every layer and
-// every layer's output shape, one layer at a time. A pipeline profiles in parts: each rank
-// measures a range of layers (profileLayerRange, on the input its upstream neighbour computed
-// with forwardLayers) and mergeProfiles joins the gathered parts (owner_profile.h).
+// every layer's output shape. A pipeline profiles in parts: each rank measures a range of
+// layers (profileLayerRange, on the input its upstream neighbour computed with
+// forwardLayers) and mergeProfiles joins the gathered parts (owner_profile.h).
 //
-// Layer i runs on layer i-1's (detached) output, at the shape of the sample (the training
-// microbatch): `warmup` untimed runs, then `samples` timed forward + backward runs, and with
-// splitBackward after each a split one (B then W, as zero_bubble runs it) timing W; the
-// medians count (pipeline/layer_timing.h decides them: robust to a loaded machine). Bytes come
-// from the tensors: parameters and buffers, gradients (parameters that require grad),
-// optimizer state (optimizerStateFactor x gradients: 0 for plain SGD, 1 with momentum, 2
-// for Adam), the output activation (what crosses a cut) and the stash: the bytes the
-// forward allocated and still holds when it returns (its output and what autograd saved
-// for backward), counted by c10's per-thread memory reporting. With activation
-// checkpointing a stage keeps only its input, so the stash is the output alone.
+// A range runs as a stage runs it: a forward through every layer of the range on the sample
+// (the training microbatch's shape), then a backward through them in reverse, each layer fed
+// the input gradient of the layer after it; each layer is timed within that run. (Timed
+// alone, a small layer's weights stay in the caches from one run to the next, and a stage
+// of several such layers measured up to a fifth faster than it runs.) `warmup` untimed
+// runs, then `samples` timed ones, and with splitBackward after each a split one (B then W,
+// as zero_bubble runs it) timing W; the medians count (pipeline/layer_timing.h decides them:
+// robust to a loaded machine). Bytes come from the tensors: parameters and buffers,
+// gradients (parameters that require grad), optimizer state (optimizerStateFactor x
+// gradients: 0 for plain SGD, 1 with momentum, 2 for Adam), the output activation (what
+// crosses a cut) and the stash: the bytes the forward allocated and still holds when it
+// returns (its output and what autograd saved for backward), counted by c10's per-thread
+// memory reporting. With activation checkpointing a stage keeps only its input, so the
+// stash is the output alone.
 //
-// Layers come from acquire(i), which may build the layer for the occasion; the profile
-// drops its reference to layer i before acquiring layer i+1, so a LayerList is never held
-// at once. A layer's buffers, gradients and the default CPU generator are restored, so
-// profiling a built model leaves no trace on training.
+// Layers come from acquire(i), once each; the range's layers are alive together while it is
+// profiled (a pipeline rank's provisional block, which it holds anyway). A layer's buffers,
+// gradients and the default CPU generator are restored, so profiling a built model leaves
+// no trace on training.
 #pragma once
 
 #include <torch/nn/modules/container/any.h>
