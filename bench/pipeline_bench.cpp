@@ -12,7 +12,9 @@
 // kernel's, c/ref and idle/ref the compute per rank and the idle time summed over ranks in
 // units of the reference kernel (medians over steps of per-step ratios), cL/c0 the last
 // rank's compute over the first's (about 1 on this balanced model: above 1 when the two cores
-// ran at different speeds during the run, which the start-up profile cannot have predicted).
+// ran at different speeds during the run, which the start-up profile cannot have predicted),
+// rL/r0 the same for the reference kernel timed beside each step (the cores' speeds alone:
+// cL/c0 well above rL/r0 means the last stage did work its profile did not count).
 // Measured bubble = 1 - (compute summed over ranks) / (ranks x step), the simulator's
 // convention (idle / (ranks x step)). The single-process baselines run on rank 0 while
 // rank 1 sleeps in a blocking receive (no spinning), accumulating the same m microbatches.
@@ -146,6 +148,7 @@ struct Sample {
   double idle = 0;       // summed over ranks
   double reference = 0;  // the reference kernel, per rank, mean
   double lastOverFirst = 0;  // compute of the last rank / of the first (1 on a balanced model)
+  double refLastOverFirst = 0;  // the reference kernel's time on the last rank / on the first
 };
 
 struct Result {
@@ -161,6 +164,7 @@ struct Result {
   double normalisedCompute = 0;      // median over steps of compute / that step's reference
   double normalisedIdle = 0;         // median over steps of idle / that step's reference
   double lastOverFirst = 0;          // median over steps of the last rank's compute / the first's
+  double refLastOverFirst = 0;       // the same for the reference kernel: the cores' speeds
   std::vector<int64_t> stashBytes;  // per pipeline rank
   std::vector<int> cut;
 };
@@ -225,6 +229,10 @@ class PipelineRow {
     double myCompute = st.computeSeconds;
     strata::world().allgather(&myCompute, computes.data(), 1, strata::DType::kFloat64);
     s.lastOverFirst = computes.back() / std::max(1e-12, computes.front());
+    std::vector<double> refs(static_cast<size_t>(strata::size()));
+    double myRef = reference;
+    strata::world().allgather(&myRef, refs.data(), 1, strata::DType::kFloat64);
+    s.refLastOverFirst = refs.back() / std::max(1e-12, refs.front());
     samples_.push_back(s);
     int64_t mine = st.peakStashBytes;
     std::vector<int64_t> all(static_cast<size_t>(strata::size()));
@@ -250,6 +258,7 @@ class PipelineRow {
     r.normalisedCompute = med([](const Sample& s) { return s.compute / s.reference; });
     r.normalisedIdle = med([](const Sample& s) { return s.idle / s.reference; });
     r.lastOverFirst = med([](const Sample& s) { return s.lastOverFirst; });
+    r.refLastOverFirst = med([](const Sample& s) { return s.refLastOverFirst; });
     r.predictedBubble = st.predictedBubble;
     r.predictedStepSeconds = st.predictedStepSeconds;
     r.stashBytes = stash_;
@@ -479,9 +488,9 @@ int main(int argc, char** argv) {
       std::printf("# pipeline_bench: %d ranks, 1 thread each, balanced model %d x Linear(%lld,%lld)+ReLU, batch %lld, "
                   "%d timed steps (median)\n",
                   p, o.layers, (long long)o.width, (long long)o.width, (long long)o.batch, o.steps);
-    std::printf("%-12s %2s %2s %2s %10s %10s %10s %9s %9s %8s %8s %7s %6s %6s %6s %8s %5s %-14s %s\n", "schedule",
+    std::printf("%-12s %2s %2s %2s %10s %10s %10s %9s %9s %8s %8s %7s %6s %6s %6s %8s %5s %5s %-14s %s\n", "schedule",
                 "p", "m", "v", "step_ms", "compute_ms", "samples/s", "bubble%", "pred%", "meas/pred", "pred_ms",
-                "bwd_ms", "W_ms", "ref_ms", "c/ref", "idle/ref", "cL/c0", "peak_stash", "cut");
+                "bwd_ms", "W_ms", "ref_ms", "c/ref", "idle/ref", "cL/c0", "rL/r0", "peak_stash", "cut");
   }
   double bubbleRatioInterleaved8 = 0, bubbleRatioSimple8 = 0;
   double stepRatioInterleaved8 = 0, stepRatioSimple8 = 0;  // measured / predicted step time
@@ -517,12 +526,12 @@ int main(int argc, char** argv) {
     }
     if (row.schedule == "zero_bubble" && row.m == 8) zeroBubble8 = r;
     if (root)
-      std::printf("%-12s %2d %2d %2d %10.1f %10.1f %10.1f %9.1f %9.1f %8.2f %8.1f %7.1f %6.1f %6.2f %6.1f %8.1f %5.2f %-14s "
+      std::printf("%-12s %2d %2d %2d %10.1f %10.1f %10.1f %9.1f %9.1f %8.2f %8.1f %7.1f %6.1f %6.2f %6.1f %8.1f %5.2f %5.2f %-14s "
                   "%s\n",
                   row.schedule.c_str(), p, row.m, row.v, r.stepSeconds * 1e3, r.computeSeconds * 1e3,
                   o.batch / r.stepSeconds, r.measuredBubble * 100, r.predictedBubble * 100, ratio,
                   r.predictedStepSeconds * 1e3, r.backwardSeconds * 1e3, r.weightGradientSeconds * 1e3,
-                  r.referenceSeconds * 1e3, r.normalisedCompute, r.normalisedIdle, r.lastOverFirst,
+                  r.referenceSeconds * 1e3, r.normalisedCompute, r.normalisedIdle, r.lastOverFirst, r.refLastOverFirst,
                   bytesList(r.stashBytes).c_str(),
                   cutList(r.cut).c_str());
   }
