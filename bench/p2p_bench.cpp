@@ -38,6 +38,7 @@ struct Args {
   size_t maxBytes = size_t{64} << 20;
   int repeats = 7;
   double trialMs = 30;  // target duration of one trial
+  double replyDelayUs = 0;  // each side computes this long before it sends (waits then sleep)
 };
 
 size_t parseSize(const std::string& text) {
@@ -56,6 +57,7 @@ Args parseArgs(int argc, char** argv) {
     else if (flag == "--max") a.maxBytes = parseSize(argv[i + 1]);
     else if (flag == "--repeats") a.repeats = std::stoi(argv[i + 1]);
     else if (flag == "--trial-ms") a.trialMs = std::stod(argv[i + 1]);
+    else if (flag == "--reply-delay-us") a.replyDelayUs = std::stod(argv[i + 1]);
   }
   return a;
 }
@@ -66,19 +68,33 @@ std::string label(size_t bytes) {
   return std::to_string(bytes) + "B";
 }
 
-// `iters` round trips of `bytes` over `c`; returns the seconds they took on rank 0.
+double g_replyDelayUs = 0;
+
+// Busy for the reply delay (a stage computing before it sends): the peer's receive waits
+// that long, past the link's spin, and sleeps, as a pipeline stage's receives do.
+void computeBeforeSend() {
+  if (g_replyDelayUs <= 0) return;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(g_replyDelayUs);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+// `iters` round trips of `bytes` over `c`; returns the seconds they took on rank 0, less
+// the reply delays (so the one-way time includes the waiter's wake-up, not the delay).
 double pingPong(Connection& c, int rank, uint8_t* send, uint8_t* recv, size_t bytes, int iters) {
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i) {
     if (rank == 0) {
+      computeBeforeSend();
       c.postSend(send, bytes, 1)->wait(kWait);
       c.postRecv(recv, bytes, 2)->wait(kWait);
     } else {
       c.postRecv(recv, bytes, 1)->wait(kWait);
+      computeBeforeSend();
       c.postSend(send, bytes, 2)->wait(kWait);
     }
   }
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - iters * 2 * g_replyDelayUs * 1e-6;
 }
 
 // One round trip of distinct patterns; false if a byte differs on either side.
@@ -168,7 +184,9 @@ int main(int argc, char** argv) {
   strata::init(argc, argv);
   int rc = 0;
   try {
-    rc = run(parseArgs(argc, argv));
+    const Args args = parseArgs(argc, argv);
+    g_replyDelayUs = args.replyDelayUs;
+    rc = run(args);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "p2p_bench: %s\n", e.what());
     rc = 1;

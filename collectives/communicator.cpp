@@ -115,7 +115,9 @@ void Communicator::connectP2p(const std::vector<transport::PeerInfo>& peers) {
   std::vector<pid_t> pids;
   for (int r : topo_.localRanks) pids.push_back(peers[r].pid);
   const int localSize = static_cast<int>(topo_.localRanks.size());
-  shmLinks_ = std::make_unique<ShmLinkSet>(*shm_, topo_.localRanks, pids, p2pRingBytes(localSize, opts_.p2pRingBytes));
+  shmLinks_ = std::make_unique<ShmLinkSet>(*shm_, topo_.localRanks, pids, p2pRingBytes(localSize, opts_.p2pRingBytes),
+                                           std::chrono::microseconds(p2pYieldUs(localSize, shm_->coresOfDomain(),
+                                                                                opts_.p2pYieldUs)));
   shmConns_.resize(p2pLinks_.size());
   for (int r = 0; r < topo_.worldSize; ++r)
     if (p2pLinks_[r] == P2pLinkKind::kShm) shmConns_[r] = shmLinks_->connection(r);

@@ -46,6 +46,7 @@ struct CommOptions {
   // TCP to the others) or "tcp" (TCP to every peer); STRATA_P2P_TRANSPORT.
   std::string p2pTransport = "auto";
   size_t p2pRingBytes = 0;  // 0: p2pRingBytes() for this host's ranks (STRATA_P2P_RING_BYTES)
+  int64_t p2pYieldUs = -1;  // -1: p2pYieldUs() for this host's ranks and cores (STRATA_P2P_YIELD_US)
   // The flight recorder (null: nothing is recorded) and how the group appears in it: a
   // name equal on every member and the members' world ranks (empty: 0..size-1).
   std::shared_ptr<flight::Recorder> flight;

@@ -36,6 +36,11 @@ std::vector<P2pLinkKind> chooseP2pLinks(const GroupTopology& topo, bool shmAvail
   return links;
 }
 
+int64_t p2pYieldUs(int localSize, int cores, int64_t requestedUs) {
+  if (requestedUs >= 0) return requestedUs;
+  return localSize <= cores ? kP2pYieldUs : 0;
+}
+
 size_t p2pRingBytes(int localSize, size_t requested) {
   size_t bytes = requested;
   if (bytes == 0) {

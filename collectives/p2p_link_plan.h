@@ -37,6 +37,17 @@ constexpr size_t kP2pRingBudgetBytes = size_t{4} << 20;
 constexpr size_t kP2pRingMinBytes = size_t{64} << 10;
 size_t p2pRingBytes(int localSize, size_t requested);
 
+// How long a wait on a shared-memory link keeps the core (yielding it to this process's
+// other runnable threads) after its short spin, before it sleeps on the doorbell:
+// `requestedUs` when >= 0; otherwise kP2pYieldUs when every rank on the host has a core of
+// its own (localSize <= cores), and 0 (sleep right after the spin) when ranks share cores,
+// where a waiter that keeps its core takes it from a rank with work. Why: waking a
+// sleeping waiter cost 130-220 us per message on this VM (p2p_bench --reply-delay-us 200 and
+// 2000: one-way 133 and 219 us against 4 us when the receiver spins), paid by every
+// pipeline receive that waits for its stage's neighbour, about 2-3 ms of a 170 ms step.
+constexpr int64_t kP2pYieldUs = 5000;
+int64_t p2pYieldUs(int localSize, int cores, int64_t requestedUs);
+
 // Bytes one copy moves: a quarter of the ring, so the consumer copies one chunk out while
 // the producer copies the next in.
 size_t p2pChunkBytes(size_t ringBytes);

@@ -1,11 +1,13 @@
 #include "collectives/shm_link.h"
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -39,8 +41,8 @@ namespace {
 
 constexpr size_t kLinkPageBytes = 4096;
 constexpr size_t kLinkHeaderBytes = 16;
-// A wait spins this long before it sleeps on the doorbell: a small message's reply usually
-// lands within microseconds, far cheaper than a futex sleep and wakeup.
+// A wait spins this long before it yields or sleeps on the doorbell: a small message's reply
+// usually lands within microseconds, far cheaper than a futex sleep and wakeup.
 constexpr std::chrono::microseconds kLinkSpin{20};
 // Bound on a doorbell sleep, so liveness, close and timeouts are checked this often.
 constexpr std::chrono::microseconds kLinkSleep{1000};
@@ -138,6 +140,10 @@ void ShmLinkOp::wait(std::chrono::milliseconds timeout) {
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + timeout;
   const auto spinUntil = start + kLinkSpin;
+  // Then, for the core's yield window, it keeps the core but gives it to any other runnable
+  // thread of this process (sched_yield), and only then sleeps: a sleeping waiter's wakeup
+  // costs far more than the spin (p2p_link_plan.h, p2pYieldUs).
+  const auto yieldUntil = start + std::max(kLinkSpin, core_->yieldWindow());
   while (!done()) {
     const uint32_t seen = core_->bellValue();
     if (core_->progress(kind, /*wait=*/true) || done()) continue;
@@ -147,6 +153,10 @@ void ShmLinkOp::wait(std::chrono::milliseconds timeout) {
     if (now >= deadline) throwTimeout(timeout);
     if (now < spinUntil) {
       linkCpuRelax();
+      continue;
+    }
+    if (now < yieldUntil) {
+      sched_yield();
       continue;
     }
     const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - now);
@@ -190,9 +200,10 @@ void ShmLinkOp::throwFailure() const {
 // ----- ShmLinkCore ---------------------------------------------------------------------
 
 ShmLinkCore::ShmLinkCore(std::shared_ptr<SharedRegion> region, int peer, pid_t peerPid, Ring* out, uint8_t* outData,
-                         Ring* in, uint8_t* inData, size_t ringBytes, Bell* myBell, Bell* peerBell)
+                         Ring* in, uint8_t* inData, size_t ringBytes, Bell* myBell, Bell* peerBell,
+                         std::chrono::microseconds yield)
     : region_(std::move(region)), peer_(peer), peerPid_(peerPid), out_(out), outData_(outData), in_(in), inData_(inData), ringBytes_(ringBytes),
-      chunkBytes_(p2pChunkBytes(ringBytes)), myBell_(myBell), peerBell_(peerBell) {}
+      chunkBytes_(p2pChunkBytes(ringBytes)), myBell_(myBell), peerBell_(peerBell), yield_(yield) {}
 
 void ShmLinkCore::post(ShmLinkOp* op) {
   Step step = Step::kIdle;
@@ -441,7 +452,7 @@ std::unique_ptr<transport::PendingOp> ShmConnection::post(ShmLinkOp::Kind kind, 
 // ----- ShmLinkSet ----------------------------------------------------------------------
 
 ShmLinkSet::ShmLinkSet(ShmDomain& domain, const std::vector<int>& localRanks, const std::vector<pid_t>& pids,
-                       size_t ringBytes)
+                       size_t ringBytes, std::chrono::microseconds yield)
     : ringBytes_(ringBytes), localRanks_(localRanks) {
   const int localSize = domain.localSize();
   const int me = domain.localRank();
@@ -462,9 +473,10 @@ ShmLinkSet::ShmLinkSet(ShmDomain& domain, const std::vector<int>& localRanks, co
     uint8_t* in = slotOf(p, me);
     cores_[p] = std::make_shared<ShmLinkCore>(region_, localRanks[p], pids[p], reinterpret_cast<ShmLinkCore::Ring*>(out),
                                               out + kLinkPageBytes, reinterpret_cast<ShmLinkCore::Ring*>(in),
-                                              in + kLinkPageBytes, ringBytes, myBell_, bellOf(p));
+                                              in + kLinkPageBytes, ringBytes, myBell_, bellOf(p), yield);
   }
-  STRATA_LOG(kDebug, kShm, "p2p shm links: ", localSize - 1, " peers, rings of ", ringBytes, " bytes");
+  STRATA_LOG(kDebug, kShm, "p2p shm links: ", localSize - 1, " peers, rings of ", ringBytes, " bytes, waits yield ",
+             yield.count(), " us before sleeping");
 }
 
 ShmLinkSet::~ShmLinkSet() {

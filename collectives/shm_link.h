@@ -102,9 +102,11 @@ class ShmLinkCore {
   struct Bell;
   // `region` holds the rings; the core keeps it mapped while ops may still touch them.
   ShmLinkCore(std::shared_ptr<SharedRegion> region, int peer, pid_t peerPid, Ring* out, uint8_t* outData, Ring* in,
-              uint8_t* inData, size_t ringBytes, Bell* myBell, Bell* peerBell);
+              uint8_t* inData, size_t ringBytes, Bell* myBell, Bell* peerBell,
+              std::chrono::microseconds yield = std::chrono::microseconds(0));
 
   int peer() const { return peer_; }
+  std::chrono::microseconds yieldWindow() const { return yield_; }
   void post(ShmLinkOp* op);
   // Moves what it can in `kind`'s direction, taking its mutex (blocking when `wait`, else
   // only if free); true when bytes moved or an op ended.
@@ -145,6 +147,7 @@ class ShmLinkCore {
   const size_t chunkBytes_;
   Bell* const myBell_;
   Bell* const peerBell_;
+  const std::chrono::microseconds yield_;
   std::mutex sendMu_;
   std::deque<ShmLinkOp*> sendQueue_;
   std::mutex recvMu_;
@@ -180,7 +183,9 @@ class ShmLinkSet {
  public:
   // Collective over the domain's local ranks. `localRanks[i]` is the group rank of local
   // rank i and `pids[i]` its process; `ringBytes` from p2pRingBytes.
-  ShmLinkSet(ShmDomain& domain, const std::vector<int>& localRanks, const std::vector<pid_t>& pids, size_t ringBytes);
+  // `yield`: how long a wait keeps the core after its spin before it sleeps (p2pYieldUs).
+  ShmLinkSet(ShmDomain& domain, const std::vector<int>& localRanks, const std::vector<pid_t>& pids, size_t ringBytes,
+             std::chrono::microseconds yield = std::chrono::microseconds(0));
   ~ShmLinkSet();
   ShmLinkSet(const ShmLinkSet&) = delete;
   ShmLinkSet& operator=(const ShmLinkSet&) = delete;

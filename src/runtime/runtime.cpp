@@ -220,6 +220,7 @@ void applyEnvironmentOverrides(RuntimeState& s, const InitOptions& options) {
   // Point-to-point (pipeline stage links): "tcp" forces TCP between ranks of one host too.
   o.p2pTransport = env::getString("STRATA_P2P_TRANSPORT", "auto", {"auto", "tcp"});
   o.p2pRingBytes = static_cast<size_t>(env::getInt("STRATA_P2P_RING_BYTES", 0, 0, int64_t{1} << 32));
+  o.p2pYieldUs = env::getInt("STRATA_P2P_YIELD_US", -1, -1, int64_t{10} * 1000 * 1000);
   o.allreduceAlgo = env::getString("STRATA_ALLREDUCE_ALGO", c.allreduceAlgo, collectives::algoNames());
   o.shmSlotBytes = static_cast<size_t>(env::getInt("STRATA_SHM_SLOT_BYTES", 1 << 20, 4096, kMaxSlotBytes));
   o.shmSpinsBeforeYield = static_cast<int>(env::getInt("STRATA_SHM_SPINS", -1, -1, 1 << 30));

@@ -57,6 +57,14 @@ TEST(P2pLinkPlan, RingBytesFollowTheBudgetAndThePage) {
   EXPECT_EQ(p2pRingBytes(2, 10), kP2pRingMinBytes);
 }
 
+TEST(P2pLinkPlan, WaitsKeepTheCoreOnlyWhenEveryRankHasOne) {
+  EXPECT_EQ(p2pYieldUs(2, 2, -1), kP2pYieldUs);
+  EXPECT_EQ(p2pYieldUs(1, 8, -1), kP2pYieldUs);
+  EXPECT_EQ(p2pYieldUs(3, 2, -1), 0);   // oversubscribed: sleep after the spin
+  EXPECT_EQ(p2pYieldUs(3, 2, 700), 700);  // STRATA_P2P_YIELD_US wins
+  EXPECT_EQ(p2pYieldUs(2, 2, 0), 0);
+}
+
 TEST(P2pLinkPlan, RingPiecesWrapAroundTheEnd) {
   auto p = ringPieces(10, 5, 16);
   EXPECT_EQ(p[0].offset, 10u);
