@@ -80,9 +80,8 @@ struct Link {
 // it computed for its input (ones for the block's last layer, or where none arrives). Timed
 // per layer; the layers are measured together, not one at a time, because a layer's
 // weights stay in the caches when it runs alone again and again, but not when the stage's
-// other layers run in between: alone, a stage of several small layers (a few MB each) timed
-// 5-19 % faster than the same layers run in turn (bench/RESULTS.md, session 8), and the
-// planner then put too much on that stage.
+// other layers run in between: alone, a stage of several small layers (2-9 MB each) timed
+// 5-7 % faster than the same layers run in turn (bench/RESULTS.md, session 8).
 class ChainedRun {
  public:
   ChainedRun(std::vector<torch::nn::AnyModule>& modules, const std::vector<std::string>& names, int firstIndex)
@@ -120,9 +119,11 @@ class ChainedRun {
 
   const torch::Tensor& output(size_t k) const { return links_.at(k).output; }
 
-  // The full backward of every layer, last first; seconds per layer (0 for an output that
-  // needs no gradient).
-  std::vector<double> backward() {
+  // The backward of every layer, last first, as the executor runs it: the full backward, or
+  // (`split`, zero_bubble) B, the input gradient when the input needs one, then W, the
+  // layer's trainable parameters' gradients. Seconds per layer of the full backward, or of W
+  // (0 for an output that needs no gradient or, split, a layer without trainable parameters).
+  std::vector<double> backward(bool split) {
     std::vector<double> seconds(modules_.size(), 0);
     for (size_t k = modules_.size(); k-- > 0;) {
       Link& l = links_[k];
@@ -132,47 +133,7 @@ class ChainedRun {
       }
       const torch::Tensor grad = gradientFor(k);
       try {
-        const auto start = Clock::now();
-        torch::autograd::backward({l.output}, {grad});
-        seconds[k] = secondsSince(start);
-      } catch (const std::exception& e) {
-        layerFailed(names_.at(index(k)), index(k), l.input, e);
-      }
-      passed_ = l.input.requires_grad() ? l.input.grad() : torch::Tensor();
-      if (passed_.defined()) l.input.mutable_grad() = torch::Tensor();
-    }
-    passed_ = torch::Tensor();
-    links_.clear();
-    return seconds;
-  }
-
-  // The split backward as the executor runs it (zero_bubble), last layer first: B, the input
-  // gradient (when the input needs one), then W, the layer's trainable parameters'
-  // gradients. Seconds of W per layer (0 for a layer without trainable parameters or without
-  // a differentiable output).
-  std::vector<double> splitBackward() {
-    std::vector<double> seconds(modules_.size(), 0);
-    for (size_t k = modules_.size(); k-- > 0;) {
-      Link& l = links_[k];
-      if (!l.output.requires_grad()) {
-        passed_ = torch::Tensor();
-        continue;
-      }
-      const torch::Tensor grad = gradientFor(k);
-      std::vector<torch::Tensor> params;
-      for (const auto& p : modules_[k].ptr()->parameters(/*recurse=*/true))
-        if (p.requires_grad()) params.push_back(p);
-      try {
-        torch::Tensor inputGrad;
-        if (l.input.requires_grad())
-          inputGrad = torch::autograd::grad({l.output}, {l.input}, {grad}, /*retain_graph=*/true,
-                                            /*create_graph=*/false, /*allow_unused=*/true)[0];
-        if (!params.empty()) {
-          const auto start = Clock::now();
-          torch::autograd::backward({l.output}, {grad}, /*retain_graph=*/false, /*create_graph=*/false, params);
-          seconds[k] = secondsSince(start);
-        }
-        passed_ = inputGrad;
+        seconds[k] = split ? splitBackwardOf(k, grad) : fullBackwardOf(k, grad);
       } catch (const std::exception& e) {
         layerFailed(names_.at(index(k)), index(k), l.input, e);
       }
@@ -184,6 +145,35 @@ class ChainedRun {
 
  private:
   size_t index(size_t k) const { return static_cast<size_t>(first_) + k; }
+
+  double fullBackwardOf(size_t k, const torch::Tensor& grad) {
+    Link& l = links_[k];
+    const auto start = Clock::now();
+    torch::autograd::backward({l.output}, {grad});
+    const double seconds = secondsSince(start);
+    passed_ = l.input.requires_grad() ? l.input.grad() : torch::Tensor();
+    if (passed_.defined()) l.input.mutable_grad() = torch::Tensor();
+    return seconds;
+  }
+
+  double splitBackwardOf(size_t k, const torch::Tensor& grad) {
+    Link& l = links_[k];
+    std::vector<torch::Tensor> params;
+    for (const auto& p : modules_[k].ptr()->parameters(/*recurse=*/true))
+      if (p.requires_grad()) params.push_back(p);
+    torch::Tensor inputGrad;
+    if (l.input.requires_grad())
+      inputGrad = torch::autograd::grad({l.output}, {l.input}, {grad}, /*retain_graph=*/true, /*create_graph=*/false,
+                                        /*allow_unused=*/true)[0];
+    double seconds = 0;
+    if (!params.empty()) {
+      const auto start = Clock::now();
+      torch::autograd::backward({l.output}, {grad}, /*retain_graph=*/false, /*create_graph=*/false, params);
+      seconds = secondsSince(start);
+    }
+    passed_ = inputGrad;
+    return seconds;
+  }
 
   // What the layer after k passed back, when it fits k's output; ones otherwise.
   torch::Tensor gradientFor(size_t k) const {
@@ -226,11 +216,11 @@ std::vector<Measured> measureChained(std::vector<torch::nn::AnyModule>& modules,
         out[k].stashBytes = std::max<int64_t>(0, counters[k].live());
         out[k].output = chain.output(k).detach();
       }
-    const std::vector<double> backward = chain.backward();
+    const std::vector<double> backward = chain.backward(/*split=*/false);
     std::vector<double> weight;
     if (options.splitBackward) {
       chain.forward(x, nullptr);
-      weight = chain.splitBackward();
+      weight = chain.backward(/*split=*/true);
     }
     for (size_t k = 0; k < modules.size(); ++k) {
       samples[k].forwardSeconds.push_back(forward[k]);

@@ -7,7 +7,7 @@
 // (the training microbatch's shape), then a backward through them in reverse, each layer fed
 // the input gradient of the layer after it; each layer is timed within that run. (Timed
 // alone, a small layer's weights stay in the caches from one run to the next, and a stage
-// of several such layers measured up to a fifth faster than it runs.) `warmup` untimed
+// of several such layers measured 5-7 % faster than run in turn.) `warmup` untimed
 // runs, then `samples` timed ones, and with splitBackward after each a split one (B then W,
 // as zero_bubble runs it) timing W; the medians count (pipeline/layer_timing.h decides them:
 // robust to a loaded machine). Bytes come from the tensors: parameters and buffers,
