@@ -53,9 +53,12 @@ field() {
 
 # strata KIND ROUND N THREADS MODEL [ARGS] / ddp KIND ROUND N THREADS MODEL: one run, tagged.
 strata() {
-  local threadArg=()
+  local threadArg=() bind=()
   [ "$4" -gt 0 ] && threadArg=(--threads "$4")
-  mpirun -np "$3" "$BUILD/bench/scaling_bench" --model "$5" --steps "$STEPS" --batch 32 "${threadArg[@]}" "${@:6}" |
+  # One rank with every core: mpirun -np 1 binds its rank to one core (Strata then runs one
+  # thread), so that run is unbound.
+  [ "$3" = 1 ] && [ "$4" = 0 ] && bind=(--bind-to none)
+  mpirun -np "$3" "${bind[@]}" "$BUILD/bench/scaling_bench" --model "$5" --steps "$STEPS" --batch 32 "${threadArg[@]}" "${@:6}" |
     sed "s/^scaling /$1 round=$2 /" | tee -a "$OUT"
 }
 ddp() {

@@ -47,10 +47,12 @@ observe::NamedTensors namedParameters(const torch::nn::Module& module) {
   return out;
 }
 
-// Intra-op threads: OMP_NUM_THREADS, else the host's cores shared among its ranks.
+// Intra-op threads: OMP_NUM_THREADS, else the host's cores shared among its ranks, at most
+// the cores this rank is bound to.
 void setIntraOpThreads() {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  at::set_num_threads(runtime::intraOpThreads(runtime::launchEnvironment(), cores, local_size()));
+  at::set_num_threads(
+      runtime::intraOpThreads(runtime::launchEnvironment(), cores, runtime::affinityCores(), local_size()));
 }
 
 torch::Tensor detachedStack(const std::vector<torch::Tensor>& outputs) {

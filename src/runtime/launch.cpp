@@ -1,5 +1,8 @@
 #include "runtime/launch.h"
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 
@@ -96,7 +99,7 @@ std::vector<std::string> pretendHosts(const std::vector<std::string>& realHosts,
   return out;
 }
 
-int intraOpThreads(const EnvMap& env, int cores, int localRanks) {
+int intraOpThreads(const EnvMap& env, int hostCores, int ownCores, int localRanks) {
   if (const std::string* v = find(env, "OMP_NUM_THREADS")) {
     const std::string first = v->substr(0, v->find(','));
     STRATA_CHECK_WITH(ConfigError, !first.empty(), "environment variable OMP_NUM_THREADS=\"", *v,
@@ -106,7 +109,15 @@ int intraOpThreads(const EnvMap& env, int cores, int localRanks) {
                       "\" is not a positive integer");
     return threads;
   }
-  return std::max(1, std::max(1, cores) / std::max(1, localRanks));
+  const int shareOfHost = std::max(1, hostCores) / std::max(1, localRanks);
+  return std::max(1, std::min(shareOfHost, std::max(1, ownCores)));
+}
+
+int affinityCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  return std::max(1, CPU_COUNT(&set));
 }
 
 }  // namespace strata::runtime

@@ -58,19 +58,23 @@ TEST(Launch, PretendHostsSplitEachRealHostIntoBlocks) {
 TEST(Launch, IntraOpThreadsShareTheCoresUnlessOmpNumThreadsSaysOtherwise) {
   struct Case {
     EnvMap env;
-    int cores, localRanks, expected;
+    int hostCores, ownCores, localRanks, expected;
   };
   const Case cases[] = {
-      {{}, 8, 2, 4}, {{}, 2, 1, 2}, {{}, 2, 4, 1}, {{}, 3, 2, 1}, {{}, 0, 0, 1},
-      {{{"OMP_NUM_THREADS", "1"}}, 8, 1, 1}, {{{"OMP_NUM_THREADS", "3"}}, 2, 4, 3},
-      {{{"OMP_NUM_THREADS", "4,2"}}, 2, 1, 4}, {{{"OMP_NUM_THREADS", ""}}, 4, 2, 2},
+      {{}, 8, 8, 2, 4}, {{}, 2, 2, 1, 2}, {{}, 2, 2, 4, 1}, {{}, 3, 3, 2, 1}, {{}, 0, 0, 0, 1},
+      // Bound by the launcher: mpirun -np 1 pins its rank to one core of two; a rank bound to
+      // a 4-core socket of 8 with 2 ranks per host keeps its share (4); 4 ranks of 8 cores
+      // bound to sockets get 2 each.
+      {{}, 2, 1, 1, 1}, {{}, 8, 4, 2, 4}, {{}, 8, 4, 4, 2}, {{}, 2, 1, 2, 1},
+      {{{"OMP_NUM_THREADS", "1"}}, 8, 8, 1, 1}, {{{"OMP_NUM_THREADS", "3"}}, 2, 2, 4, 3},
+      {{{"OMP_NUM_THREADS", "4,2"}}, 2, 1, 1, 4}, {{{"OMP_NUM_THREADS", ""}}, 4, 4, 2, 2},
   };
   for (const Case& c : cases)
-    EXPECT_EQ(intraOpThreads(c.env, c.cores, c.localRanks), c.expected)
-        << "cores " << c.cores << ", local ranks " << c.localRanks;
+    EXPECT_EQ(intraOpThreads(c.env, c.hostCores, c.ownCores, c.localRanks), c.expected)
+        << "host cores " << c.hostCores << ", own cores " << c.ownCores << ", local ranks " << c.localRanks;
   for (const char* bad : {"0", "x", ",2", "-1"}) {
     try {
-      intraOpThreads({{"OMP_NUM_THREADS", bad}}, 2, 1);
+      intraOpThreads({{"OMP_NUM_THREADS", bad}}, 2, 2, 1);
       ADD_FAILURE() << "OMP_NUM_THREADS=" << bad << " accepted";
     } catch (const ConfigError& e) {
       EXPECT_NE(std::string(e.what()).find(std::string("OMP_NUM_THREADS=\"") + bad + "\""), std::string::npos)
