@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Weak scaling of data-parallel training: Strata (scaling_bench under mpirun) and PyTorch
 # DDP with Gloo (Debian's python3-torch) on the same models, per-rank batch and threads.
-# Usage: [ROUNDS=3] [RANKS="2 4"] [OUT=dir] bench/run_scaling.sh [BUILD_DIR] [STEPS]
+# Usage: [ROUNDS=3] [RANKS="2 4"] [OUT=dir] [CNN_STEPS=n] bench/run_scaling.sh [BUILD_DIR] [STEPS]
+# STEPS: timed steps of mlp25m (an ~80 ms step here); the CNN (a ~3 ms step) runs CNN_STEPS,
+# by default 20 x STEPS, so both measure about the same wall time. Measured: 15 CNN steps
+# (45 ms) gave 1-rank and 2-rank throughputs whose ratio swung 0.83-1.16 across five paired
+# rounds, 300 steps 0.92-1.06 (bench/RESULTS.md, session 9).
 # Ends with the summary lines of issues 3 and 16:
 #   # efficiency <model> <n>      Strata: n-rank throughput / (n x 1-rank throughput, same threads per rank)
 #   # efficiency host_shared <model> <n>  the same with dataparallel.shard_optimizer_state and
@@ -28,6 +32,7 @@
 # PATH, e.g. pyenv's, does not see it). A missing measurement stops the script (exit 1).
 set -euo pipefail
 BUILD="${1:-build}"; STEPS="${2:-30}"; ROUNDS="${ROUNDS:-3}"; RANKS="${RANKS:-2 4}"
+CNN_STEPS="${CNN_STEPS:-$((STEPS * 20))}"
 RESULTS_DIR="${OUT:-$(dirname "$0")/results}"
 mkdir -p "$RESULTS_DIR"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -40,6 +45,8 @@ DDP_TUNABLES=""
 [ "$DDP_MALLOC" = retain ] && DDP_TUNABLES="glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=2147483647"
 OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
+
+stepsFor() { if [ "$1" = cnn ]; then echo "$CNN_STEPS"; else echo "$STEPS"; fi; }
 
 threadsFor() { local n=$1; echo $(( CORES / n > 0 ? CORES / n : 1 )); }
 
@@ -58,11 +65,11 @@ strata() {
   # One rank with every core: mpirun -np 1 binds its rank to one core (Strata then runs one
   # thread), so that run is unbound.
   [ "$3" = 1 ] && [ "$4" = 0 ] && bind=(--bind-to none)
-  mpirun -np "$3" "${bind[@]}" "$BUILD/bench/scaling_bench" --model "$5" --steps "$STEPS" --batch 32 "${threadArg[@]}" "${@:6}" |
+  mpirun -np "$3" "${bind[@]}" "$BUILD/bench/scaling_bench" --model "$5" --steps "$(stepsFor "$5")" --batch 32 "${threadArg[@]}" "${@:6}" |
     sed "s/^scaling /$1 round=$2 /" | tee -a "$OUT"
 }
 ddp() {
-  GLIBC_TUNABLES="$DDP_TUNABLES" /usr/bin/python3 "$(dirname "$0")/ddp_baseline.py" --model "$5" --ranks "$3" --steps "$STEPS" --batch 32 \
+  GLIBC_TUNABLES="$DDP_TUNABLES" /usr/bin/python3 "$(dirname "$0")/ddp_baseline.py" --model "$5" --ranks "$3" --steps "$(stepsFor "$5")" --batch 32 \
     --threads "$4" | sed "s/^ddp /$1 round=$2 /" | tee -a "$OUT"
 }
 
@@ -78,7 +85,7 @@ independent() {
     [ "$3" -le "$CORES" ] && pin=(taskset -c $((i - 1)))
     # Each run in its own directory: two jobs of one rank each would share runs/ otherwise.
     dirs+=("$(mktemp -d)")
-    (cd "${dirs[-1]}" && "${pin[@]}" "$bench" --model "$5" --steps "$STEPS" --batch 32 --threads "$4") >"${outs[-1]}" 2>&1 &
+    (cd "${dirs[-1]}" && "${pin[@]}" "$bench" --model "$5" --steps "$(stepsFor "$5")" --batch 32 --threads "$4") >"${outs[-1]}" 2>&1 &
   done
   wait
   rm -rf "${dirs[@]}"
@@ -101,7 +108,7 @@ roundLine() { printf '[round %s] %s: %.4f\n' "$1" "$2" "$3" | tee -a "$OUT"; }
 ratio() { awk -v a="$1" -v b="$2" -v n="${3:-1}" 'BEGIN { print a / (n * b) }'; }
 
 main() {
-echo "# scaling_bench: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $CORES cores, steps=$STEPS, per-rank batch 32, rounds=$ROUNDS, ranks: $RANKS, malloc strata=${STRATA_MALLOC:-retain} ddp=$DDP_MALLOC"
+echo "# scaling_bench: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $CORES cores, steps=$STEPS (cnn $CNN_STEPS), per-rank batch 32, rounds=$ROUNDS, ranks: $RANKS, malloc strata=${STRATA_MALLOC:-retain} ddp=$DDP_MALLOC"
 echo "# $(date -u +%FT%TZ) git $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo '?'), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# more ranks than $CORES cores are oversubscribed: each rank then gets a share of a core"
 for r in $(seq 1 "$ROUNDS"); do

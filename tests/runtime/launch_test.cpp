@@ -1,4 +1,7 @@
 #include <gtest/gtest.h>
+#include <sched.h>
+
+#include <thread>
 
 #include "core/errors.h"
 #include "runtime/launch.h"
@@ -81,6 +84,24 @@ TEST(Launch, IntraOpThreadsShareTheCoresUnlessOmpNumThreadsSaysOtherwise) {
           << e.what();
     }
   }
+}
+
+// affinityCores() counts the CPUs the caller may run on, as a launcher's binding leaves them.
+TEST(Launch, AffinityCoresCountsTheCallersBinding) {
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(mine), &mine), 0);
+  EXPECT_EQ(affinityCores(), CPU_COUNT(&mine));
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &mine)) ++cpu;
+  int bound = -1;
+  std::thread([&] {  // bind a thread of our own to one of our CPUs: the process keeps its set
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (sched_setaffinity(0, sizeof(one), &one) == 0) bound = affinityCores();
+  }).join();
+  EXPECT_EQ(bound, 1);
+  EXPECT_EQ(affinityCores(), CPU_COUNT(&mine));
 }
 
 }  // namespace
