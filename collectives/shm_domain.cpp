@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <cstring>
 #include <random>
-#include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -19,6 +18,7 @@
 #define STRATA_CPU_RELAX() std::atomic_signal_fence(std::memory_order_seq_cst)
 #endif
 
+#include "core/affinity.h"
 #include "core/errors.h"
 #include "core/logging.h"
 
@@ -37,17 +37,6 @@ constexpr int kSpinsOversubscribed = 16;
 constexpr int kCheckEvery = 64;
 // Peer processes are probed with kill(pid, 0) at most this often.
 constexpr std::chrono::milliseconds kLivenessPeriod{20};
-
-// The CPUs this process may run on (all online CPUs when the affinity is unknown).
-cpu_set_t ownCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) {
-    const int n = std::min<int>(CPU_SETSIZE, static_cast<int>(std::thread::hardware_concurrency()));
-    for (int i = 0; i < n; ++i) CPU_SET(i, &set);
-  }
-  return set;
-}
 
 size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
 

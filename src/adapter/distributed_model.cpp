@@ -21,6 +21,7 @@
 #include "adapter/optimizer_state.h"
 #include "adapter/pipeline_model.h"
 #include "adapter/step_modes.h"
+#include "core/affinity.h"
 #include "core/errors.h"
 #include "core/logging.h"
 #include "debugger/naming.h"
@@ -52,7 +53,7 @@ observe::NamedTensors namedParameters(const torch::nn::Module& module) {
 void setIntraOpThreads() {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(
-      runtime::intraOpThreads(runtime::launchEnvironment(), cores, runtime::affinityCores(), local_size()));
+      runtime::intraOpThreads(runtime::launchEnvironment(), cores, ownCpuCount(), local_size()));
 }
 
 torch::Tensor detachedStack(const std::vector<torch::Tensor>& outputs) {

@@ -1,8 +1,5 @@
 #include "runtime/launch.h"
 
-#include <sched.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
 
@@ -111,13 +108,6 @@ int intraOpThreads(const EnvMap& env, int hostCores, int ownCores, int localRank
   }
   const int shareOfHost = std::max(1, hostCores) / std::max(1, localRanks);
   return std::max(1, std::min(shareOfHost, std::max(1, ownCores)));
-}
-
-int affinityCores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
-  return std::max(1, CPU_COUNT(&set));
 }
 
 }  // namespace strata::runtime

@@ -31,17 +31,14 @@ EnvMap launchEnvironment();
 
 // Intra-op threads of one rank (torch's at::set_num_threads): OMP_NUM_THREADS when it is set
 // (the user's choice wins, as in PyTorch; of a list "4,2" the first), else the host's cores
-// shared among its ranks, but never more than the cores this rank may run on (`ownCores`, its
-// affinity): `mpirun -np 1` binds its rank to one core, and two threads time-sliced on one core
-// made a small CNN's step 2.8x slower (7.7 against 2.7 ms). At least 1. CPU kernels that split
-// a reduction among threads (LayerNorm's weight and bias gradients, a full sum) round
-// differently for another count, so runs compared bitwise across layouts set the same
-// OMP_NUM_THREADS (docs/pipeline.md). Throws ConfigError naming the variable and its value
-// when it is not a positive integer.
+// shared among its ranks, but never more than the cores this rank may run on (`ownCores`:
+// ownCpuCount() in core/affinity.h). `mpirun -np 1` binds its rank to one core, and two
+// threads time-sliced on one core made a small CNN's step 2.8x slower (7.7 against 2.9 ms).
+// At least 1. CPU kernels that split a reduction among threads (LayerNorm's weight and bias
+// gradients, a full sum) round differently for another count, so runs compared bitwise
+// across layouts set the same OMP_NUM_THREADS (docs/pipeline.md). Throws ConfigError naming
+// the variable and its value when it is not a positive integer.
 int intraOpThreads(const EnvMap& env, int hostCores, int ownCores, int localRanks);
-
-// The CPUs this process may run on (sched_getaffinity; the online CPUs when that fails).
-int affinityCores();
 
 // STRATA_HOSTS=k splits the ranks of each real host into k pretend hosts (contiguous
 // blocks of local ranks), so the inter-host code paths run on one machine. Returns one

@@ -3,6 +3,7 @@
 
 #include <thread>
 
+#include "core/affinity.h"
 #include "core/errors.h"
 #include "runtime/launch.h"
 #include "testing/config_error.h"
@@ -86,11 +87,11 @@ TEST(Launch, IntraOpThreadsShareTheCoresUnlessOmpNumThreadsSaysOtherwise) {
   }
 }
 
-// affinityCores() counts the CPUs the caller may run on, as a launcher's binding leaves them.
+// ownCpuCount() counts the CPUs the caller may run on, as a launcher's binding leaves them.
 TEST(Launch, AffinityCoresCountsTheCallersBinding) {
   cpu_set_t mine;
   ASSERT_EQ(sched_getaffinity(0, sizeof(mine), &mine), 0);
-  EXPECT_EQ(affinityCores(), CPU_COUNT(&mine));
+  EXPECT_EQ(ownCpuCount(), CPU_COUNT(&mine));
   int cpu = 0;
   while (!CPU_ISSET(cpu, &mine)) ++cpu;
   int bound = -1;
@@ -98,10 +99,10 @@ TEST(Launch, AffinityCoresCountsTheCallersBinding) {
     cpu_set_t one;
     CPU_ZERO(&one);
     CPU_SET(cpu, &one);
-    if (sched_setaffinity(0, sizeof(one), &one) == 0) bound = affinityCores();
+    if (sched_setaffinity(0, sizeof(one), &one) == 0) bound = ownCpuCount();
   }).join();
   EXPECT_EQ(bound, 1);
-  EXPECT_EQ(affinityCores(), CPU_COUNT(&mine));
+  EXPECT_EQ(ownCpuCount(), CPU_COUNT(&mine));
 }
 
 }  // namespace
