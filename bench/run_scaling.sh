@@ -4,7 +4,7 @@
 # Usage: [ROUNDS=3] [RANKS="2 4"] [OUT=dir] [CNN_STEPS=n] bench/run_scaling.sh [BUILD_DIR] [STEPS]
 # STEPS: timed steps of mlp25m (an ~80 ms step here); the CNN (a ~3 ms step) runs CNN_STEPS,
 # by default 20 x STEPS, so both measure about the same wall time. Measured: 15 CNN steps
-# (45 ms) gave 1-rank and 2-rank throughputs whose ratio swung 0.83-1.16 across five paired
+# (45 ms) gave 1-rank and 2-rank throughputs whose ratio swung 0.74-1.16 across ten paired
 # rounds, 300 steps 0.92-1.06 (bench/RESULTS.md, session 9).
 # Ends with the summary lines of issues 3 and 16:
 #   # efficiency <model> <n>      Strata: n-rank throughput / (n x 1-rank throughput, same threads per rank)
