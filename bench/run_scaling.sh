@@ -17,6 +17,10 @@
 #                                 once (no communication at all) over n x the 1-rank throughput
 #   # efficiency/independent <model> <n>  Strata's n-rank throughput over theirs (1.00: the
 #                                 communication costs nothing beyond what sharing the host does)
+#   # efficiency sync_bound <model> <n>  the ceiling of any synchronous data parallelism on
+#                                 these cores: the slowest of the n unconnected runs (every
+#                                 step waits for the slowest rank) over the 1-rank throughput
+#   # efficiency/sync_bound <model> <n>  Strata's n-rank throughput over n x that slowest run
 #   # comm_cpu/step <model> <n>   CPU time of the communication thread per step over the step
 #                                 time: with a busy rank per core, compute time lost to it
 # This VM's per-core speed drifts by tens of percent within minutes, so a baseline measured
@@ -77,7 +81,7 @@ ddp() {
 # mpirun, nothing shared but the host); one line with their summed throughput. Each run is
 # pinned to a core as mpirun pins its ranks when they do not outnumber the cores.
 independent() {
-  local outs=() dirs=() i sum pin bench
+  local outs=() dirs=() i sum pin bench sumValue runs slowest
   bench=$(realpath "$BUILD/bench/scaling_bench")
   for i in $(seq 1 "$3"); do
     outs+=("$(mktemp)")
@@ -90,10 +94,13 @@ independent() {
   wait
   rm -rf "${dirs[@]}"
   cat "${outs[@]}" | sed "s/^scaling /independent_run round=$2 /" >&2
-  sum=$(cat "${outs[@]}" | sed -nE 's/^scaling .* samples_per_s=([0-9.]+).*/\1/p' | awk '{ s += $1; n++ } END { if (n) print s, n }')
+  # "sum count slowest": a synchronous job of n ranks runs at its slowest core's pace.
+  sum=$(cat "${outs[@]}" | sed -nE 's/^scaling .* samples_per_s=([0-9.]+).*/\1/p' |
+    awk '{ s += $1; n++; if (n == 1 || $1 < m) m = $1 } END { if (n) print s, n, m }')
   rm -f "${outs[@]}"
-  [ "${sum#* }" = "$3" ] || { echo "run_scaling.sh: $3 independent runs of $5 printed ${sum#* } results" >&2; exit 1; }
-  echo "$1 round=$2 model=$5 ranks=$3 threads=$4 samples_per_s=${sum% *}" | tee -a "$OUT"
+  read -r sumValue runs slowest <<<"$sum"
+  [ "${runs:-0}" = "$3" ] || { echo "run_scaling.sh: $3 independent runs of $5 printed ${runs:-0} results" >&2; exit 1; }
+  echo "$1 round=$2 model=$5 ranks=$3 threads=$4 samples_per_s=$sumValue slowest_samples_per_s=$slowest" | tee -a "$OUT"
 }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -145,6 +152,9 @@ for r in $(seq 1 "$ROUNDS"); do
       roundLine "$r" "efficiency ddp $model $n" "$(ratio "$dn" "$db" "$n")"
       roundLine "$r" "efficiency independent $model $n" "$(ratio "$ind" "$sb" "$n")"
       roundLine "$r" "efficiency/independent $model $n" "$(ratio "$sn" "$ind")"
+      slow=$(field independent "$model" "$n" slowest_samples_per_s "$r")
+      roundLine "$r" "efficiency sync_bound $model $n" "$(ratio "$slow" "$sb")"
+      roundLine "$r" "efficiency/sync_bound $model $n" "$(ratio "$sn" "$slow" "$n")"
       roundLine "$r" "exposed_comm_fraction $model $n" "$(field scaling "$model" "$n" exposed_comm_fraction "$r")"
       roundLine "$r" "comm_cpu/step $model $n" "$(ratio "$(field scaling "$model" "$n" comm_cpu_ms "$r")" \
         "$(field scaling "$model" "$n" step_ms "$r")")"
@@ -156,7 +166,8 @@ echo "# medians over $ROUNDS rounds:"
 for model in cnn mlp25m; do
   for n in $RANKS; do
     for name in "efficiency $model $n" "efficiency host_shared $model $n" "efficiency_vs_1rank_all_cores $model $n" "efficiency ddp $model $n" \
-      "efficiency independent $model $n" "efficiency/independent $model $n"; do
+      "efficiency independent $model $n" "efficiency/independent $model $n" \
+      "efficiency sync_bound $model $n" "efficiency/sync_bound $model $n"; do
       summary "$name"
     done
   done
