@@ -25,9 +25,10 @@
 #                                 time: with a busy rank per core, compute time lost to it
 # This VM's per-core speed drifts by tens of percent within minutes, so a baseline measured
 # minutes after the n-rank run says more about the drift than about scaling. Every round runs
-# each configuration once, back to back (1 rank, the 1-rank baselines, n ranks; Strata then
-# DDP), an efficiency is taken within its round, and each summary line is the median over
-# the rounds (the per-round values are printed as `round` lines).
+# each configuration once, back to back (1 rank, the 1-rank baselines, n ranks, the 1-rank
+# baselines again; Strata then DDP), an efficiency is taken within its round against the mean
+# of the baselines before and after, and each summary line is the median over the rounds (the
+# per-round values are printed as `round` lines).
 # Strata applies its malloc policy (config memory.malloc, default "retain": freed memory stays in
 # the process, docs/config.md); DDP runs with the same glibc setting through GLIBC_TUNABLES so the
 # two are compared on equal allocators (DDP_MALLOC=system runs DDP with glibc's defaults).
@@ -112,6 +113,7 @@ summary() {
   printf '# %s: %.2f\n' "$name" "$v"
 }
 roundLine() { printf '[round %s] %s: %.4f\n' "$1" "$2" "$3" | tee -a "$OUT"; }
+mean() { awk -v a="$1" -v b="$2" 'BEGIN { print (a + b) / 2 }'; }
 ratio() { awk -v a="$1" -v b="$2" -v n="${3:-1}" 'BEGIN { print a / (n * b) }'; }
 
 main() {
@@ -136,13 +138,23 @@ for r in $(seq 1 "$ROUNDS"); do
       strata scaling_host "$r" "$n" 0 "$model" --sharding host
       ddp ddp "$r" "$n" "$t" "$model"
     done
+    # The same 1-rank baselines again: each efficiency divides by the mean of the runs before
+    # and after its n-rank runs, so a drift of the cores' speed during the round cancels to
+    # first order (one baseline alone moved 331 -> 396 samples/s between rounds, session 10).
+    for t in $(for n in $RANKS; do threadsFor "$n"; done | sort -u); do
+      [ "$t" = "$CORES" ] && continue
+      strata "baseline_after_t$t" "$r" 1 "$t" "$model"
+      ddp "ddp_baseline_after_t$t" "$r" 1 "$t" "$model"
+    done
   done
   for model in cnn mlp25m; do
     s1=$(field scaling "$model" 1 samples_per_s "$r"); d1=$(field ddp "$model" 1 samples_per_s "$r")
     for n in $RANKS; do
       t=$(threadsFor "$n"); sb=$s1; db=$d1
       if [ "$t" != "$CORES" ]; then
-        sb=$(field "baseline_t$t" "$model" 1 samples_per_s "$r"); db=$(field "ddp_baseline_t$t" "$model" 1 samples_per_s "$r")
+        sb=$(mean "$(field "baseline_t$t" "$model" 1 samples_per_s "$r")" "$(field "baseline_after_t$t" "$model" 1 samples_per_s "$r")")
+        db=$(mean "$(field "ddp_baseline_t$t" "$model" 1 samples_per_s "$r")" \
+          "$(field "ddp_baseline_after_t$t" "$model" 1 samples_per_s "$r")")
       fi
       sn=$(field scaling "$model" "$n" samples_per_s "$r"); dn=$(field ddp "$model" "$n" samples_per_s "$r")
       ind=$(field independent "$model" "$n" samples_per_s "$r")
@@ -155,6 +167,8 @@ for r in $(seq 1 "$ROUNDS"); do
       slow=$(field independent "$model" "$n" slowest_samples_per_s "$r")
       roundLine "$r" "efficiency sync_bound $model $n" "$(ratio "$slow" "$sb")"
       roundLine "$r" "efficiency/sync_bound $model $n" "$(ratio "$sn" "$slow" "$n")"
+      roundLine "$r" "efficiency/sync_bound host_shared $model $n" \
+        "$(ratio "$(field scaling_host "$model" "$n" samples_per_s "$r")" "$slow" "$n")"
       roundLine "$r" "exposed_comm_fraction $model $n" "$(field scaling "$model" "$n" exposed_comm_fraction "$r")"
       roundLine "$r" "comm_cpu/step $model $n" "$(ratio "$(field scaling "$model" "$n" comm_cpu_ms "$r")" \
         "$(field scaling "$model" "$n" step_ms "$r")")"
@@ -167,7 +181,7 @@ for model in cnn mlp25m; do
   for n in $RANKS; do
     for name in "efficiency $model $n" "efficiency host_shared $model $n" "efficiency_vs_1rank_all_cores $model $n" "efficiency ddp $model $n" \
       "efficiency independent $model $n" "efficiency/independent $model $n" \
-      "efficiency sync_bound $model $n" "efficiency/sync_bound $model $n"; do
+      "efficiency sync_bound $model $n" "efficiency/sync_bound $model $n" "efficiency/sync_bound host_shared $model $n"; do
       summary "$name"
     done
   done
