@@ -20,7 +20,8 @@
 #   # efficiency sync_bound <model> <n>  the ceiling of any synchronous data parallelism on
 #                                 these cores: the slowest of the n unconnected runs (every
 #                                 step waits for the slowest rank) over the 1-rank throughput
-#   # efficiency/sync_bound <model> <n>  Strata's n-rank throughput over n x that slowest run
+#   # efficiency/sync_bound [host_shared] <model> <n>  Strata's n-rank throughput (default or
+#                                 host-shared) over n x that slowest run
 #   # comm_cpu/step <model> <n>   CPU time of the communication thread per step over the step
 #                                 time: with a busy rank per core, compute time lost to it
 # This VM's per-core speed drifts by tens of percent within minutes, so a baseline measured
