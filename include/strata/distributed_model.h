@@ -170,7 +170,8 @@ class DistributedModel {
 
   // Waits for outstanding gradient AllReduces (backward() and DistributedOptimizer call it).
   void finish_gradient_sync();
-  // Zeroes the gradient buckets in place.
+  // Clears the gradients (PyTorch's set_to_none): .grad() is undefined until the next
+  // backward places each parameter's gradient in its bucket (docs/collectives.md).
   void zero_grad();
   // train()/eval() also reset the mode to TRAIN/EVAL (see set_mode).
   void train(bool on = true);

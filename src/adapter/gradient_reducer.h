@@ -3,9 +3,13 @@
 // backward goes on (PyTorch DDP's Reducer design).
 //
 //   * Buckets: a small first bucket, then `bucketCapMb` (collectives/bucket_assignment.h,
-//     pure). Every parameter's .grad() is a tensor over its slice of a bucket's storage (not
-//     an autograd view), so optimizers may detach_() and zero_() it and autograd accumulates
-//     into it in place.
+//     pure). From its parameter's first gradient after zeroGrad() until the next zeroGrad(),
+//     every parameter's .grad() is a tensor over its slice of a bucket's storage (not an
+//     autograd view), so optimizers may detach_() and zero_() it and later backwards
+//     accumulate into it in place. zeroGrad() clears the gradients (PyTorch's set_to_none)
+//     instead of zeroing the buckets: autograd then hands over its own gradient tensor, which
+//     the hook copies into the bucket (reads and writes the gradient once, where zeroing and
+//     accumulating into zeros wrote it twice and read it twice).
 //   * Zero-copy: all buckets (and their 16-bit wire copies) live in one buffer from
 //     Group::allocateShared, so on a host with peers each bucket's in-place AllReduce reads
 //     the peers' buckets directly (shm_direct / hierarchical_direct, docs/collectives.md)
@@ -21,7 +25,7 @@
 //     AllReduce and back.
 //   * Host-shared averages (host_shared_state.h): once reduceIntoShared() is called, each
 //     bucket is reduce-scattered (averaged) into one host-wide copy instead of AllReduced, and
-//     after finish() every .grad() is a view of that copy until zeroGrad() points it back.
+//     after finish() every .grad() is a view of that copy until zeroGrad() clears it.
 //
 // Events (bucket launched, reduction waited for) go to the step observers (observer.h).
 //
@@ -81,8 +85,9 @@ class GradientReducer {
   void finish();
   // finish() even if no hook fired (a pipeline rank whose last backward had no parameters).
   void reduceNow();
-  // Zeroes the buckets and points every parameter's .grad() back at its bucket slice (after
-  // the first synchronised step: rebuilds the buckets in the observed order first).
+  // Clears every parameter's .grad() (undefined until its next gradient, which is placed in
+  // its bucket slice; after the first synchronised step: rebuilds the buckets in the observed
+  // order first).
   void zeroGrad();
 
   // Host-shared averages: from the next backward on, each bucket is averaged with
@@ -154,6 +159,10 @@ class GradientReducer {
   torch::Tensor sharedTensor(size_t byteOffset, int64_t numel, const torch::TensorOptions& options) const;
   void registerHooks();
   void onGradReady(int slot);
+  // Makes the slot's bucket slice hold its gradient and .grad() a tensor over that slice:
+  // copies a gradient that lives elsewhere (autograd's own tensor after zeroGrad(), or one
+  // the user replaced), zeroes the slice when there is none.
+  void placeInBucket(Slot& slot);
   void beginBackward();
   void launch(size_t bucket);
   void maybeRebuild();

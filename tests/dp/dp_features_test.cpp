@@ -160,6 +160,62 @@ TEST(DataParallelFeatures, GradientsAreAveragedBucketViews) {
   }
 }
 
+// zero_grad() clears the gradients (PyTorch's set_to_none) instead of zeroing the buckets:
+// each parameter's next gradient is copied into its bucket and averaged there. A parameter
+// only rank 0 uses gets its average on every rank (zeros from the others), and a gradient the
+// user set before backward is accumulated onto, as with any defined gradient.
+TEST(DataParallelFeatures, ZeroGradClearsAndTheNextGradientsAreAveragedInTheBuckets) {
+  auto build = [] {
+    torch::manual_seed(11);
+    auto holder = std::make_shared<torch::nn::Module>();
+    holder->register_module("trunk", torch::nn::Linear(8, 4));
+    holder->register_module("extra", torch::nn::Linear(4, 4));
+    holder->to(torch::kFloat64);
+    return holder;
+  };
+  auto reference = build();
+  auto net = build();
+  auto trunk = [](const std::shared_ptr<torch::nn::Module>& m) { return m->named_children()["trunk"]->as<torch::nn::Linear>(); };
+  auto extra = [](const std::shared_ptr<torch::nn::Module>& m) { return m->named_children()["extra"]->as<torch::nn::Linear>(); };
+  // Rank r's forward; rank 0 alone goes through `extra`.
+  auto forward = [&](const std::shared_ptr<torch::nn::Module>& m, const torch::Tensor& x, int rank) {
+    torch::Tensor h = trunk(m)->forward(x);
+    return rank == 0 ? h + extra(m)->forward(h) : h;
+  };
+  DistributedModel model(net, [&, net](const torch::Tensor& x) { return forward(net, x, strata::rank()); });
+  DistributedOptimizer opt(torch::optim::SGD(model.parameters(), 0.1), model);
+  torch::optim::SGD refOpt(reference->parameters(), 0.1);
+  const int n = strata::size();
+  for (int step = 0; step < 3; ++step) {
+    auto [x, y] = globalBatch(step, torch::kFloat64);
+    const double userGrad = step == 2 ? 0.5 : 0.0;  // the last step starts from a gradient the user set
+    // The reference: the mean over ranks of each rank's loss on its slice.
+    refOpt.zero_grad();
+    torch::Tensor refLoss = torch::zeros({}, torch::kFloat64);
+    const int64_t per = x.size(0) / n;
+    for (int r = 0; r < n; ++r)
+      refLoss = refLoss + torch::mse_loss(forward(reference, x.narrow(0, per * r, per), r), y.narrow(0, per * r, per));
+    (refLoss / n).backward();
+    opt.zero_grad();
+    for (const auto& p : net->parameters()) EXPECT_FALSE(p.grad().defined()) << "step " << step;
+    if (userGrad != 0) {
+      trunk(net)->weight.mutable_grad() = torch::full_like(trunk(net)->weight, userGrad);
+      torch::NoGradGuard noGrad;
+      trunk(reference)->weight.mutable_grad().add_(userGrad);  // every rank's 0.5 averages to 0.5
+    }
+    model.backward(torch::mse_loss(model(localSlice(x)), localSlice(y)));
+    std::vector<torch::Tensor> grads, want;
+    for (const auto& p : net->parameters()) grads.push_back(p.grad());
+    for (const auto& p : reference->parameters()) want.push_back(p.grad());
+    ASSERT_EQ(grads.size(), want.size());
+    for (size_t i = 0; i < grads.size(); ++i) ASSERT_TRUE(grads[i].defined()) << "parameter " << i << " step " << step;
+    EXPECT_LE(maxRelativeDiff(grads, want), 1e-12) << "step " << step;
+    opt.step();
+    refOpt.step();
+  }
+  EXPECT_LE(maxRelativeDiff(net->parameters(), reference->parameters()), 1e-12);
+}
+
 // stats(): the AllReduces' run time and the communication thread's CPU time in them. The CPU
 // time is what a busy rank's compute loses to the reduction (bench/scaling_bench's
 // comm_cpu_ms); on one thread it cannot exceed the run time.

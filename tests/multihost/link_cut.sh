@@ -45,7 +45,10 @@ for r in 0 1 2 3; do
   grep -q '^error-type: \(NetworkError\|TimeoutError\)$' "$log" || fail "rank $r: no network error type reported"
   # The error names the peer this rank waited for (not itself).
   grep -q "^error: .*rank [0-9]" "$log" || fail "rank $r: its error names no peer: $(grep '^error: ' "$log")"
-  grep "^error: " "$log" | grep -o "rank [0-9]*" | grep -qv "^rank $r\$" ||
+  # No `| grep -q` under pipefail: grep -q exits at its first match and the writer before it
+  # can die of SIGPIPE, failing the pipeline (the across-the-cut check below failed that way).
+  named=$(grep "^error: " "$log" | grep -o "rank [0-9]*")
+  grep -qv "^rank $r\$" <<<"$named" ||
     fail "rank $r: its error names no rank but itself: $(grep '^error: ' "$log")"
 done
 # A rank may time out waiting for a peer on its own host that is itself stuck on the link
@@ -54,7 +57,7 @@ done
 # waits can end within milliseconds, and then the host-local one may be agreed first).
 for h in 0 1; do
   if ((h == 0)); then across='[23]'; else across='[01]'; fi
-  cat "$LOGS/run/rank$((2 * h)).log" "$LOGS/run/rank$((2 * h + 1)).log" |
-    grep -q "^\(error: \| (here: \).*\(from\|to\) rank $across\b" || fail "no rank of host$h names a peer across the cut"
+  grep -hq "^\(error: \| (here: \).*\(from\|to\) rank $across\b" "$LOGS/run/rank$((2 * h)).log" \
+    "$LOGS/run/rank$((2 * h + 1)).log" || fail "no rank of host$h names a peer across the cut"
 done
 echo PASS
