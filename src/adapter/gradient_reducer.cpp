@@ -320,7 +320,7 @@ void GradientReducer::zeroGrad() {
   }
   // No bucket is zeroed: the next backward's first gradient of each parameter is autograd's
   // own tensor (taken over, not added to zeros) and placeInBucket() copies it in, which
-  // moves a third of the bytes that zeroing and accumulating in place did.
+  // moves half the bytes that zeroing and accumulating in place did.
   gradsOnAveraged_ = false;
   for (auto& slot : slots_) slot.param.mutable_grad() = torch::Tensor();
 }
