@@ -45,3 +45,8 @@ bench_start() {
   SCRATCH=$(mktemp -d)
   trap 'rm -rf "$SCRATCH"' EXIT
 }
+
+# glibc tunables equal to the malloc policy strata::init applies by default ("retain":
+# src/core/malloc_policy.cpp, docs/config.md): for runs that must allocate as Strata does
+# without calling strata::init (PyTorch DDP, step_ops_bench).
+RETAIN_GLIBC_TUNABLES="glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=2147483647"

@@ -48,7 +48,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 CORES=$(nproc)
 DDP_MALLOC="${DDP_MALLOC:-retain}"
 DDP_TUNABLES=""
-[ "$DDP_MALLOC" = retain ] && DDP_TUNABLES="glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=2147483647"
+# shellcheck source=quiet.sh
+source "$(dirname "$0")/quiet.sh"
+[ "$DDP_MALLOC" = retain ] && DDP_TUNABLES="$RETAIN_GLIBC_TUNABLES"
 OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
 

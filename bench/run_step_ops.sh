@@ -19,7 +19,9 @@ mkdir -p "$RESULTS_DIR"
 # The malloc setting strata::init applies ("retain", docs/config.md), so a new 64 MiB tensor
 # reuses freed memory as it does in training (glibc's defaults would map and fault it in on
 # every call: bwd_weight_new then costs over three times bwd_weight_into here).
-export GLIBC_TUNABLES="glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=2147483647"
+# shellcheck source=quiet.sh
+source "$(dirname "$0")/quiet.sh"
+export GLIBC_TUNABLES="$RETAIN_GLIBC_TUNABLES"
 RAW=$(mktemp)
 trap 'rm -f "$RAW"' EXIT
 
