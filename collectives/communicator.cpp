@@ -304,8 +304,18 @@ void Communicator::abort(const std::string& reason) {
   closeConnections(c10::str("rank ", topo_.rank, " aborted the group: ", reason), transport::CloseReason::kNetwork);
 }
 
+namespace {
+// Own pieces for an algorithm that reads only `in`: copied into it first (the caller's
+// writable memory, see Communicator::allReduce).
+void copyPiecesInto(const void* in, const std::vector<InputPiece>& pieces, size_t elemBytes) {
+  for (const InputPiece& p : pieces)
+    if (p.count > 0)
+      std::memcpy(static_cast<uint8_t*>(const_cast<void*>(in)) + p.offset * elemBytes, p.data, p.count * elemBytes);
+}
+}  // namespace
+
 void Communicator::allReduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
-                             flight::Ticket enqueued) {
+                             flight::Ticket enqueued, const std::vector<InputPiece>& ownPieces) {
   CollSignature sig = nextSignature(CollKind::kAllReduce, count, dtype, op, -1);
   const size_t numBytes = count * dtypeBytes(dtype);
   // In place inside a shared buffer: name the place, so every rank checks that its peers
@@ -317,17 +327,19 @@ void Communicator::allReduce(const void* in, void* out, size_t count, DType dtyp
   }
   const Placement placement =
       place.region && place.region->peerMapped() ? Placement::kSharedInPlace : Placement::kPrivate;
+  STRATA_CHECK(ownPieces.empty() || in == out, "allreduce: own input pieces need an in-place call");
   guarded(sig, enqueued, [&] {
     if (topo_.worldSize == 1) {
+      copyPiecesInto(in, ownPieces, dtypeBytes(dtype));
       if (in != out) std::memmove(out, in, numBytes);
       return;
     }
-    chooseAndRunAllReduce(sig, place, placement, in, out);
+    chooseAndRunAllReduce(sig, place, placement, in, out, ownPieces);
   });
 }
 
 void Communicator::chooseAndRunAllReduce(const CollSignature& sig, const SharedPlace& place, Placement placement,
-                                         const void* in, void* out) {
+                                         const void* in, void* out, const std::vector<InputPiece>& ownPieces) {
   const size_t numBytes = sig.count * dtypeBytes(sig.dtype);
   AlgoChoice choice = chooseAllReduce(summary(), numBytes, opts_.allreduceAlgo, placement);
   if (!choice.error.empty()) {
@@ -339,11 +351,11 @@ void Communicator::chooseAndRunAllReduce(const CollSignature& sig, const SharedP
   }
   lastAlgo_ = choice.algo;
   STRATA_LOG(kDebug, kColl, describe(sig), " bytes=", numBytes, " algo=", algoName(choice.algo));
-  runAllReduce(choice.algo, sig, place, in, out);
+  runAllReduce(choice.algo, sig, place, in, out, ownPieces);
 }
 
 void Communicator::reduceScatterShared(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
-                                       flight::Ticket enqueued) {
+                                       flight::Ticket enqueued, const std::vector<InputPiece>& ownPieces) {
   CollSignature sig = nextSignature(CollKind::kReduceScatterShared, count, dtype, op, -1);
   const size_t numBytes = count * dtypeBytes(dtype);
   // Like allReduce's place, for any `out`: every rank must pass the same place in the buffer.
@@ -355,6 +367,7 @@ void Communicator::reduceScatterShared(const void* in, void* out, size_t count, 
   guarded(sig, enqueued, [&] {
     const int n = topo_.worldSize;
     if (n == 1) {
+      copyPiecesInto(in, ownPieces, dtypeBytes(dtype));
       if (in != out) std::memmove(out, in, numBytes);
       return;
     }
@@ -364,8 +377,10 @@ void Communicator::reduceScatterShared(const void* in, void* out, size_t count, 
       STRATA_CHECK(topo_.localIndex == topo_.rank && static_cast<int>(topo_.localRanks.size()) == n,
                    "reduce_scatter_shared: local rank ", topo_.localIndex, " of ", topo_.localRanks.size(),
                    " is not group rank ", topo_.rank, " of ", n, " on a one-host group");
-      return shmDirectReduceScatter(*shm_, sig, place, out, sharedShardOf(count, n, topo_.rank, dtype), dtype, op, n);
+      return shmDirectReduceScatter(*shm_, sig, place, out, sharedShardOf(count, n, topo_.rank, dtype), dtype, op, n,
+                                    ownPieces);
     }
+    copyPiecesInto(in, ownPieces, dtypeBytes(dtype));
     if (!shm_) return chooseAndRunAllReduce(sig, place, Placement::kPrivate, in, out);
     // Local peers (several hosts, or `in` outside any peer-mapped buffer): `out` may be memory
     // they share (part(0) of a buffer), where the staged algorithms' partial sums of several
@@ -379,18 +394,21 @@ void Communicator::reduceScatterShared(const void* in, void* out, size_t count, 
 }
 
 void Communicator::runAllReduce(AllReduceAlgo algo, const CollSignature& sig, const SharedPlace& place,
-                                const void* in, void* out) {
+                                const void* in, void* out, const std::vector<InputPiece>& ownPieces) {
   const size_t count = sig.count;
   const DType dtype = sig.dtype;
   const ReduceOp op = sig.op;
   const int n = topo_.worldSize;
+  // Only the direct algorithms read this rank's shard from elsewhere; the rest read `in`.
+  if (algo != AllReduceAlgo::kShmDirect && algo != AllReduceAlgo::kHierarchicalDirect)
+    copyPiecesInto(in, ownPieces, dtypeBytes(dtype));
   switch (algo) {
     case AllReduceAlgo::kShmOneShot:
       return shmAllReduceOneShot(*shm_, sig, in, out, count, dtype, op, n);
     case AllReduceAlgo::kShmChunked:
       return shmAllReduceChunked(*shm_, sig, in, out, count, dtype, op, n, opts_.chunkBytes);
     case AllReduceAlgo::kShmDirect:
-      return shmDirectAllReduce(*shm_, sig, place, count, dtype, op, n, opts_.directBlockBytes);
+      return shmDirectAllReduce(*shm_, sig, place, count, dtype, op, n, opts_.directBlockBytes, ownPieces);
     case AllReduceAlgo::kTcpDirect: {
       LinkSet l = allLinks();
       return tcpAllReduceDirect(l, sig, in, out, count, dtype, op, n, scratch_);
@@ -403,7 +421,7 @@ void Communicator::runAllReduce(AllReduceAlgo algo, const CollSignature& sig, co
       return hierarchicalAllReduce(*shm_, crossLinks_, sig, in, out, count, dtype, op, n, opts_.chunkBytes, packed_,
                                    scratch_);
     case AllReduceAlgo::kHierarchicalDirect:
-      return hierarchicalDirectAllReduce(*shm_, crossLinks_, sig, place, count, dtype, op, n, scratch_);
+      return hierarchicalDirectAllReduce(*shm_, crossLinks_, sig, place, count, dtype, op, n, scratch_, ownPieces);
   }
 }
 

@@ -17,6 +17,7 @@
 #include "collectives/cost_model.h"
 #include "collectives/flight_recorder.h"
 #include "collectives/p2p_link_plan.h"
+#include "collectives/shard_plan.h"
 #include "collectives/shared_buffers.h"
 #include "collectives/signature.h"
 #include "collectives/tcp_algorithms.h"
@@ -106,8 +107,13 @@ class Communicator {
 
   // `enqueued`: the flight record made when the call was queued (flightEnqueued), which
   // the call takes over when it runs; none for a call made at once.
+  //
+  // `ownPieces` (allReduce in place, reduceScatterShared): elements of this rank's input,
+  // inside sharedShardOf(count, size, rank, dtype), that are read from elsewhere
+  // (InputPiece, shard_plan.h). The zero-copy algorithms read them there; any other
+  // algorithm first copies them into `in`, which must then be writable memory.
   void allReduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
-                 flight::Ticket enqueued = {});
+                 flight::Ticket enqueued = {}, const std::vector<InputPiece>& ownPieces = {});
   void broadcast(void* data, size_t count, DType dtype, int root, flight::Ticket enqueued = {});
   void allGather(const void* in, void* out, size_t countPerRank, DType dtype, flight::Ticket enqueued = {});
   void reduceScatter(const void* in, void* out, size_t countPerRank, DType dtype, ReduceOp op,
@@ -118,7 +124,7 @@ class Communicator {
   // rank's `in` (inside a shared buffer, same offset on every rank); zero-copy on one host,
   // else an AllReduce into all of `out`. Returns once every rank's shard is written.
   void reduceScatterShared(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
-                           flight::Ticket enqueued = {});
+                           flight::Ticket enqueued = {}, const std::vector<InputPiece>& ownPieces = {});
 
   // Collective: a buffer of `numBytes` per rank that every rank of this host maps
   // (shared_buffers.h); an in-place allReduce of data inside it takes the zero-copy
@@ -182,9 +188,9 @@ class Communicator {
   void allGatherWith(const CollSignature& sig, const void* in, void* out, size_t countPerRank, DType dtype);
   // The cost model's (or the forced) algorithm for this call, then runAllReduce.
   void chooseAndRunAllReduce(const CollSignature& sig, const SharedPlace& place, Placement placement, const void* in,
-                             void* out);
+                             void* out, const std::vector<InputPiece>& ownPieces = {});
   void runAllReduce(AllReduceAlgo algo, const CollSignature& sig, const SharedPlace& place, const void* in,
-                    void* out);
+                    void* out, const std::vector<InputPiece>& ownPieces);
   // After a failure: tell the peers (store record, shm abort, closed connections) and
   // rethrow, as the first failing rank's error when another rank failed first.
   [[noreturn]] void failAndRethrow(const CollSignature& sig, std::exception_ptr error);

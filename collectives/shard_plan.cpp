@@ -1,6 +1,9 @@
 #include "collectives/shard_plan.h"
 
 #include <algorithm>
+#include <cstdint>
+
+#include "core/errors.h"
 
 namespace strata::collectives {
 
@@ -22,6 +25,45 @@ std::vector<Range> planShards(size_t count, int parts, size_t alignElems) {
   shards.reserve(static_cast<size_t>(parts));
   for (int i = 0; i < parts; ++i) shards.push_back(shardOf(count, parts, i, alignElems));
   return shards;
+}
+
+namespace {
+// `p`'s elements inside [from, to), its data advanced to match.
+InputPiece clip(const InputPiece& p, size_t from, size_t to, size_t elemBytes) {
+  const size_t begin = std::max(p.offset, from), end = std::min(p.offset + p.count, to);
+  if (begin >= end) return InputPiece{begin, 0, nullptr};
+  return InputPiece{begin, end - begin, static_cast<const uint8_t*>(p.data) + (begin - p.offset) * elemBytes};
+}
+}  // namespace
+
+std::vector<SourceRun> planSourceRuns(Range shard, std::vector<InputPiece> pieces, size_t elemBytes) {
+  pieces.erase(std::remove_if(pieces.begin(), pieces.end(), [](const InputPiece& p) { return p.count == 0; }),
+               pieces.end());
+  std::sort(pieces.begin(), pieces.end(), [](const InputPiece& a, const InputPiece& b) { return a.offset < b.offset; });
+  std::vector<SourceRun> runs;
+  size_t next = shard.offset, previousEnd = 0;
+  for (const InputPiece& p : pieces) {
+    STRATA_CHECK(p.data != nullptr, "input piece [", p.offset, ", +", p.count, ") has no data");
+    STRATA_CHECK(p.offset >= previousEnd, "input piece [", p.offset, ", +", p.count,
+                 ") overlaps the piece before it (which ends at ", previousEnd, ")");
+    previousEnd = p.offset + p.count;
+    const InputPiece inside = clip(p, shard.offset, shard.end(), elemBytes);
+    if (inside.count == 0) continue;
+    if (inside.offset > next) runs.push_back(SourceRun{Range{next, inside.offset - next}, nullptr});
+    runs.push_back(SourceRun{Range{inside.offset, inside.count}, inside.data});
+    next = inside.offset + inside.count;
+  }
+  if (next < shard.end()) runs.push_back(SourceRun{Range{next, shard.end() - next}, nullptr});
+  return runs;
+}
+
+std::vector<InputPiece> piecesOutside(Range shard, const std::vector<InputPiece>& pieces, size_t elemBytes) {
+  std::vector<InputPiece> out;
+  for (const InputPiece& p : pieces) {
+    for (const InputPiece& part : {clip(p, 0, shard.offset, elemBytes), clip(p, shard.end(), SIZE_MAX, elemBytes)})
+      if (part.count > 0) out.push_back(part);
+  }
+  return out;
 }
 
 size_t numChunks(size_t count, size_t chunkElems) {

@@ -38,6 +38,29 @@ inline Range sharedShardOf(size_t count, int groupSize, int rank, DType dtype) {
   return shardOf(count, groupSize, rank, shardAlignElemsOf(dtype));
 }
 
+// A piece of a rank's own input that lives outside the collective's buffer (a gradient
+// autograd produced and nobody copied into its bucket): elements [offset, offset + count)
+// of the input are read from `data`. On the zero-copy paths only the rank itself reads its
+// shard of its own part, so the piece's elements inside that shard are read where they
+// are; the rest is copied into the buffer before the peers may read it.
+struct InputPiece {
+  size_t offset = 0;  // elements into the collective's buffer
+  size_t count = 0;
+  const void* data = nullptr;
+};
+// Where the rank reads each element of its shard: runs in ascending order that tile
+// `shard` exactly, each from a piece (`data`, already advanced to the run's start) or from
+// its own part of the buffer (null). Pieces are clipped to the shard; empty ones ignored.
+struct SourceRun {
+  Range range;
+  const void* data = nullptr;
+};
+// Throws strata::Error naming the piece when a piece overlaps another or has no data. Pure.
+std::vector<SourceRun> planSourceRuns(Range shard, std::vector<InputPiece> pieces, size_t elemBytes);
+// The parts of `pieces` outside `shard` (at most two per piece), which the peers may read
+// and so must be copied into the buffer. Pure.
+std::vector<InputPiece> piecesOutside(Range shard, const std::vector<InputPiece>& pieces, size_t elemBytes);
+
 // Chunk `index` of ceil(count / chunkElems) chunks of at most chunkElems elements.
 size_t numChunks(size_t count, size_t chunkElems);
 Range chunkOf(size_t count, size_t chunkElems, size_t index);

@@ -29,6 +29,15 @@ Parts partsOf(const ShmDomain& d, const SharedPlace& place) {
   return parts;
 }
 
+// My shard's sources, after copying the pieces' elements outside it into my part (the
+// peers read those after the entry sync).
+std::vector<SourceRun> placeOwnPieces(const Parts& parts, Range shard, const std::vector<InputPiece>& pieces,
+                                      size_t elem) {
+  for (const InputPiece& p : piecesOutside(shard, pieces, elem))
+    std::memcpy(parts.at[parts.me] + p.offset * elem, p.data, p.count * elem);
+  return planSourceRuns(shard, pieces, elem);
+}
+
 // The entry sync: every rank's input is in place, and every rank called the same thing.
 void enter(ShmDomain& d, const CollSignature& sig) {
   d.publishSignature(sig);
@@ -42,14 +51,22 @@ Range myShard(const Parts& parts, Range range, size_t elem) {
   return Range{range.offset + mine.offset, mine.count};
 }
 
-// Sums `shard` reading it from every part in ascending local-rank order, into my own part,
-// in blocks of `blockElems` (each block is read from every part before it is written).
-void reduceShard(const Parts& parts, Range shard, size_t begin, size_t len, DType dtype, ReduceOp op,
-                 int avgDivisor) {
-  const size_t byteOffset = (shard.offset + begin) * dtypeBytes(dtype);
-  const void* srcs[kMaxLocalRanks];
-  for (int p = 0; p < parts.n; ++p) srcs[p] = parts.at[p] + byteOffset;
-  reduceMany(op, dtype, parts.at[parts.me] + byteOffset, srcs, parts.n, len, avgDivisor);
+// Sums elements [begin, begin + len) of `shard` reading them from every part in ascending
+// local-rank order, into my own part. My own operand comes from `runs` (planSourceRuns over
+// the shard): a piece of my input outside the buffer, or my part.
+void reduceShard(const Parts& parts, Range shard, const std::vector<SourceRun>& runs, size_t begin, size_t len,
+                 DType dtype, ReduceOp op, int avgDivisor) {
+  const size_t elem = dtypeBytes(dtype);
+  const size_t first = shard.offset + begin, last = first + len;
+  for (const SourceRun& run : runs) {
+    const size_t from = std::max(first, run.range.offset), to = std::min(last, run.range.end());
+    if (from >= to) continue;
+    const size_t byteOffset = from * elem;
+    const void* srcs[kMaxLocalRanks];
+    for (int p = 0; p < parts.n; ++p) srcs[p] = parts.at[p] + byteOffset;
+    if (run.data) srcs[parts.me] = static_cast<const uint8_t*>(run.data) + (from - run.range.offset) * elem;
+    reduceMany(op, dtype, parts.at[parts.me] + byteOffset, srcs, parts.n, to - from, avgDivisor);
+  }
 }
 
 // Copies elements [begin, begin + len) of my shard from my part into every peer's part.
@@ -64,17 +81,19 @@ void pushToPeers(const Parts& parts, Range shard, size_t begin, size_t len, size
 }  // namespace
 
 void shmDirectAllReduce(ShmDomain& d, const CollSignature& sig, const SharedPlace& place, size_t count,
-                        DType dtype, ReduceOp op, int avgDivisor, size_t blockBytes) {
+                        DType dtype, ReduceOp op, int avgDivisor, size_t blockBytes,
+                        const std::vector<InputPiece>& ownPieces) {
   const Parts parts = partsOf(d, place);
   const size_t elem = dtypeBytes(dtype);
   const size_t blockElems = std::max<size_t>(1, blockBytes / elem);
+  const Range shard = myShard(parts, Range{0, count}, elem);
+  const std::vector<SourceRun> runs = placeOwnPieces(parts, shard, ownPieces, elem);
   enter(d, sig);
   if (count == 0) return;
-  const Range shard = myShard(parts, Range{0, count}, elem);
   // Each block is pushed while it is still in this core's cache.
   for (size_t begin = 0; begin < shard.count; begin += blockElems) {
     const size_t len = std::min(blockElems, shard.count - begin);
-    reduceShard(parts, shard, begin, len, dtype, op, avgDivisor);
+    reduceShard(parts, shard, runs, begin, len, dtype, op, avgDivisor);
     pushToPeers(parts, shard, begin, len, elem);
   }
   // Every shard has reached every part; nobody touches my part after this.
@@ -82,19 +101,21 @@ void shmDirectAllReduce(ShmDomain& d, const CollSignature& sig, const SharedPlac
 }
 
 void shmDirectReduceScatter(ShmDomain& d, const CollSignature& sig, const SharedPlace& place, void* out, Range shard,
-                            DType dtype, ReduceOp op, int avgDivisor) {
+                            DType dtype, ReduceOp op, int avgDivisor, const std::vector<InputPiece>& ownPieces) {
   const Parts parts = partsOf(d, place);
   const size_t elem = dtypeBytes(dtype);
   const Range expected = myShard(parts, Range{0, sig.count}, elem);
   STRATA_CHECK(shard.offset == expected.offset && shard.count == expected.count, "reduce_scatter_shared: shard [",
                shard.offset, ", +", shard.count, ") of local rank ", parts.me, " is not the zero-copy shard [",
                expected.offset, ", +", expected.count, ")");
+  const std::vector<SourceRun> runs = placeOwnPieces(parts, shard, ownPieces, elem);
   enter(d, sig);
-  if (shard.count > 0) {
-    const size_t byteOffset = shard.offset * elem;
+  for (const SourceRun& run : runs) {
+    const size_t byteOffset = run.range.offset * elem;
     const void* srcs[kMaxLocalRanks];
     for (int p = 0; p < parts.n; ++p) srcs[p] = parts.at[p] + byteOffset;
-    reduceMany(op, dtype, static_cast<uint8_t*>(out) + byteOffset, srcs, parts.n, shard.count, avgDivisor);
+    if (run.data) srcs[parts.me] = run.data;
+    reduceMany(op, dtype, static_cast<uint8_t*>(out) + byteOffset, srcs, parts.n, run.range.count, avgDivisor);
   }
   // Also with an empty shard (small counts): when any rank returns, every shard is written
   // and nobody reads the parts any more.
@@ -102,14 +123,17 @@ void shmDirectReduceScatter(ShmDomain& d, const CollSignature& sig, const Shared
 }
 
 void hierarchicalDirectAllReduce(ShmDomain& d, LinkSet& cross, const CollSignature& sig, const SharedPlace& place,
-                                 size_t count, DType dtype, ReduceOp op, int avgDivisor, Scratch& ringScratch) {
+                                 size_t count, DType dtype, ReduceOp op, int avgDivisor, Scratch& ringScratch,
+                                 const std::vector<InputPiece>& ownPieces) {
   const Parts parts = partsOf(d, place);
   const size_t elem = dtypeBytes(dtype);
+  const Range shard = myShard(parts, Range{0, count}, elem);
+  const std::vector<SourceRun> runs = placeOwnPieces(parts, shard, ownPieces, elem);
   enter(d, sig);
   if (count == 0) return;
-  const Range shard = myShard(parts, Range{0, count}, elem);
   // Within the host, avg is a sum: the division by the world size happens once, between hosts.
-  reduceShard(parts, shard, 0, shard.count, dtype, op == ReduceOp::kAvg ? ReduceOp::kSum : op, 1);
+  reduceShard(parts, shard, runs, 0, shard.count, dtype,
+              op == ReduceOp::kAvg ? ReduceOp::kSum : op, 1);
   uint8_t* mine = parts.at[parts.me] + shard.offset * elem;
   if (cross.size() > 1) {
     CollSignature crossSig = sig;

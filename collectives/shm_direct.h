@@ -23,12 +23,18 @@
 // every rank that every shard is written and that nobody reads the parts any more. Per
 // rank and byte of its shard: read n, write 1 (no copies to the peers).
 //
+// Own pieces (InputPiece, shard_plan.h): parts of this rank's input inside its own shard
+// that live outside the buffer (a gradient not copied into its bucket). Each rank reads only
+// its own shard of its own part, so it reads those elements from the pieces instead; the
+// result still goes to its part (or `out`). Saves the copy-in: read 1, write 1 per element.
+//
 // None needs a scratch buffer. Both publish the signature (with the buffer id and
 // offset) before the entry sync and check the peers' after it, and throw like the staged
 // algorithms on mismatch, timeout, abort or a dead peer.
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "collectives/shard_plan.h"
 #include "collectives/shared_buffers.h"
@@ -41,12 +47,14 @@ namespace strata::collectives {
 // `place` is the data's place in a region mapped by every rank of `d` (same offset on all).
 // `blockBytes`: the unit reduced and pushed at a time (cache blocking; no sync per block).
 void shmDirectAllReduce(ShmDomain& d, const CollSignature& sig, const SharedPlace& place, size_t count,
-                        DType dtype, ReduceOp op, int avgDivisor, size_t blockBytes);
+                        DType dtype, ReduceOp op, int avgDivisor, size_t blockBytes,
+                        const std::vector<InputPiece>& ownPieces = {});
 // `shard`: this rank's shard (sharedShardOf by group rank), whose part index must equal
 // the group rank (true on one host: local ranks are the group ranks in order).
 void shmDirectReduceScatter(ShmDomain& d, const CollSignature& sig, const SharedPlace& place, void* out, Range shard,
-                            DType dtype, ReduceOp op, int avgDivisor);
+                            DType dtype, ReduceOp op, int avgDivisor, const std::vector<InputPiece>& ownPieces = {});
 void hierarchicalDirectAllReduce(ShmDomain& d, LinkSet& cross, const CollSignature& sig, const SharedPlace& place,
-                                 size_t count, DType dtype, ReduceOp op, int avgDivisor, Scratch& ringScratch);
+                                 size_t count, DType dtype, ReduceOp op, int avgDivisor, Scratch& ringScratch,
+                                 const std::vector<InputPiece>& ownPieces = {});
 
 }  // namespace strata::collectives

@@ -192,6 +192,9 @@ class DistributedModel {
     double allreduceCpuSeconds = 0;
     double exposedSeconds = 0;    // time the training thread waited for them after backward
     int64_t bytesReduced = 0;
+    // Of those, the bytes this rank read where autograd left them (its own shard of each
+    // bucket, with more than one rank) instead of copying them into the bucket first.
+    int64_t bytesReadInPlace = 0;
   };
   Stats stats() const;
   void reset_stats();

@@ -115,6 +115,24 @@ class Group {
   std::shared_ptr<Work> reduceScatterSharedAsync(const void* in, void* out, size_t count, DType dtype,
                                                  ReduceOp op = ReduceOp::kSum);
 
+  // In-place forms whose input is partly elsewhere (a data-parallel gradient that autograd
+  // produced and nobody copied into its bucket yet): this rank's elements
+  // [offset, offset + count) of `data` / `in` are read from `piece.data`, which must stay
+  // valid until the Work completes; pieces must not overlap. On the zero-copy paths this
+  // rank reads the elements inside its own shard (sharedShard) straight from the pieces,
+  // which saves copying them in (read 1, write 1 per element); everything else, and every
+  // element on the other paths, is first copied into `data` / `in` (which must be writable).
+  // The result is the same as after copying the pieces in and calling the plain form.
+  struct InputPiece {
+    size_t offset = 0;  // elements
+    size_t count = 0;
+    const void* data = nullptr;
+  };
+  std::shared_ptr<Work> allreduceAsync(void* data, size_t count, DType dtype, ReduceOp op,
+                                       std::vector<InputPiece> ownPieces);
+  std::shared_ptr<Work> reduceScatterSharedAsync(void* in, void* out, size_t count, DType dtype, ReduceOp op,
+                                                 std::vector<InputPiece> ownPieces);
+
   // Tagged point-to-point. Messages between two ranks arrive in order; a receive whose
   // tag or size differs from the next message fails with MismatchError.
   void send(const void* data, size_t numBytes, int dst, uint64_t tag = 0);

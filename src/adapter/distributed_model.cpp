@@ -341,6 +341,7 @@ DistributedModel::Stats DistributedModel::stats() const {
     s.allreduceCpuSeconds = rs.allreduceCpuSeconds;
     s.exposedSeconds = rs.exposedSeconds;
     s.bytesReduced = rs.bytesReduced;
+    s.bytesReadInPlace = rs.bytesReadInPlace;
   }
   return s;
 }

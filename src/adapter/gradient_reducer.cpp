@@ -3,6 +3,7 @@
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "adapter/observers.h"
@@ -159,6 +160,12 @@ void GradientReducer::buildBuckets(const std::vector<int>& order) {
       offset += slot.param.numel();
     }
     fresh[b].pending = static_cast<int>(fresh[b].slots.size());
+    if (group_.size() > 1 && places[b].wireOffset == kNoWire) {
+      const Group::ShardRange own =
+          group_.sharedShard(static_cast<size_t>(places[b].numel), toDType(fresh[b].flat.scalar_type()));
+      fresh[b].ownBegin = static_cast<int64_t>(own.offset);
+      fresh[b].ownEnd = static_cast<int64_t>(own.offset + own.count);
+    }
   }
   buckets_ = std::move(fresh);
   nextToLaunch_ = 0;
@@ -192,15 +199,42 @@ void GradientReducer::placeInBucket(Slot& slot) {
   const Bucket& b = buckets_[slot.bucket];
   const char* where = static_cast<const char*>(b.flat.data_ptr()) + slot.offset * b.flat.element_size();
   const torch::Tensor& grad = slot.param.grad();
-  if (grad.defined() && grad.data_ptr() == where) return;
+  if (grad.defined() && (grad.data_ptr() == where || grad.is_same(slot.ownSource))) return;
   torch::NoGradGuard noGrad;
   torch::Tensor view = gradView(b, slot);
+  const int64_t begin = slot.offset, end = slot.offset + slot.param.numel();
+  const int64_t ownBegin = std::max(begin, b.ownBegin), ownEnd = std::min(end, b.ownEnd);
+  if (ownBegin < ownEnd && grad.defined() && grad.scalar_type() == b.flat.scalar_type() && grad.is_contiguous() &&
+      grad.sizes() == slot.param.sizes() && grad.layout() == torch::kStrided && grad.device().is_cpu()) {
+    // Only the elements the peers read go into the bucket; the reduction reads the rest here.
+    torch::Tensor flatView = view.view({-1}), flatGrad = grad.view({-1});
+    if (ownBegin > begin) flatView.narrow(0, 0, ownBegin - begin).copy_(flatGrad.narrow(0, 0, ownBegin - begin));
+    if (end > ownEnd)
+      flatView.narrow(0, ownEnd - begin, end - ownEnd).copy_(flatGrad.narrow(0, ownEnd - begin, end - ownEnd));
+    slot.ownSource = grad;
+    return;
+  }
   if (grad.defined()) {
     view.copy_(grad);
   } else {
     view.zero_();
   }
+  slot.ownSource = torch::Tensor();
   slot.param.mutable_grad() = view;
+}
+
+std::vector<Group::InputPiece> GradientReducer::ownPieces(const Bucket& bucket) const {
+  std::vector<Group::InputPiece> pieces;
+  for (int s : bucket.slots) {
+    const Slot& slot = slots_[s];
+    if (!slot.ownSource.defined()) continue;
+    const int64_t begin = std::max(slot.offset, bucket.ownBegin);
+    const int64_t end = std::min(slot.offset + slot.param.numel(), bucket.ownEnd);
+    const char* data =
+        static_cast<const char*>(slot.ownSource.data_ptr()) + (begin - slot.offset) * slot.ownSource.element_size();
+    pieces.push_back(Group::InputPiece{static_cast<size_t>(begin), static_cast<size_t>(end - begin), data});
+  }
+  return pieces;
 }
 
 void GradientReducer::onGradReady(int index) {
@@ -218,17 +252,20 @@ void GradientReducer::launch(size_t b) {
   Bucket& bucket = buckets_[b];
   for (int s : bucket.slots) placeInBucket(slots_[s]);  // unused parameters: zeros or what they accumulated
   bucket.launchUs = observe::observers().nowUs();
+  std::vector<Group::InputPiece> pieces = ownPieces(bucket);
+  for (const auto& p : pieces) stats_.bytesReadInPlace += static_cast<int64_t>(p.count * bucket.flat.element_size());
   if (averaged_) {
-    bucket.work = group_.reduceScatterSharedAsync(
-        bucket.flat.data_ptr(), averagedBase_ + byteOffsetOf(bucket),
-        static_cast<size_t>(bucket.flat.numel()), toDType(bucket.flat.scalar_type()), ReduceOp::kAvg);
+    bucket.work = group_.reduceScatterSharedAsync(bucket.flat.data_ptr(), averagedBase_ + byteOffsetOf(bucket),
+                                                  static_cast<size_t>(bucket.flat.numel()),
+                                                  toDType(bucket.flat.scalar_type()), ReduceOp::kAvg, std::move(pieces));
   } else if (bucket.wireBuffer.defined()) {
     torch::NoGradGuard noGrad;
     bucket.wireBuffer.copy_(bucket.flat);
     bucket.wire = bucket.wireBuffer;  // converted back in finish()
     bucket.work = allreduceAsync(bucket.wire, ReduceOp::kAvg, &group_);
   } else {
-    bucket.work = allreduceAsync(bucket.flat, ReduceOp::kAvg, &group_);
+    bucket.work = group_.allreduceAsync(bucket.flat.data_ptr(), static_cast<size_t>(bucket.flat.numel()),
+                                        toDType(bucket.flat.scalar_type()), ReduceOp::kAvg, std::move(pieces));
   }
 }
 
@@ -267,8 +304,19 @@ void GradientReducer::finish() {
   if (averaged_) {
     // Every rank's shard has been written (reduceScatterShared returns after all): the whole
     // averaged gradient is readable in the host's one copy.
-    for (const auto& slot : slots_) slot.param.mutable_grad() = slot.averaged;
+    for (auto& slot : slots_) {
+      slot.param.mutable_grad() = slot.averaged;
+      slot.ownSource = torch::Tensor();
+    }
     gradsOnAveraged_ = true;
+  } else {
+    // The AllReduce wrote the averages of the own shard into the buckets: autograd's
+    // tensors are done with.
+    for (auto& slot : slots_) {
+      if (!slot.ownSource.defined()) continue;
+      slot.param.mutable_grad() = gradView(buckets_[slot.bucket], slot);
+      slot.ownSource = torch::Tensor();
+    }
   }
   stats_.exposedSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - waitStart).count();
   ++stats_.steps;
@@ -322,7 +370,10 @@ void GradientReducer::zeroGrad() {
   // own tensor (taken over, not added to zeros) and placeInBucket() copies it in, which
   // moves half the bytes that zeroing and accumulating in place did.
   gradsOnAveraged_ = false;
-  for (auto& slot : slots_) slot.param.mutable_grad() = torch::Tensor();
+  for (auto& slot : slots_) {
+    slot.param.mutable_grad() = torch::Tensor();
+    slot.ownSource = torch::Tensor();
+  }
 }
 
 }  // namespace strata::adapter

@@ -10,6 +10,11 @@
 //     instead of zeroing the buckets: autograd then hands over its own gradient tensor, which
 //     the hook copies into the bucket (reads and writes the gradient once, where zeroing and
 //     accumulating into zeros wrote it twice and read it twice).
+//   * Own shard in place: with more than one rank, each rank's shard of a bucket is read
+//     only by that rank (Group::sharedShard), so a gradient's elements there stay in
+//     autograd's tensor and the reduction reads them from it (Group::InputPiece); only the
+//     elements the peers read are copied into the bucket. After finish() .grad() is the
+//     bucket view (or the host-shared average) as always.
 //   * Zero-copy: all buckets (and their 16-bit wire copies) live in one buffer from
 //     Group::allocateShared, so on a host with peers each bucket's in-place AllReduce reads
 //     the peers' buckets directly (shm_direct / hierarchical_direct, docs/collectives.md)
@@ -61,6 +66,7 @@ struct GradientReducerStats {
   double allreduceCpuSeconds = 0;  // CPU time the comm thread spent on them
   double exposedSeconds = 0;    // time the training thread waited for them
   int64_t bytesReduced = 0;
+  int64_t bytesReadInPlace = 0;  // gradients the reductions read from autograd's tensors
 };
 
 class GradientReducer {
@@ -136,6 +142,9 @@ class GradientReducer {
     std::shared_ptr<torch::autograd::Node> accumulator;
     uintptr_t hookKey = 0;
     torch::Tensor averaged;  // its view of the host-shared averages (reduceIntoShared)
+    // Autograd's gradient, whose elements inside the bucket's own shard the reduction reads
+    // in place (not copied into the bucket); .grad() until finish().
+    torch::Tensor ownSource;
   };
   struct Bucket {
     torch::Tensor flat;  // the gradients of its parameters, back to back
@@ -145,6 +154,10 @@ class GradientReducer {
     torch::Tensor wireBuffer;  // its 16-bit copy's place (wire type set, float32 bucket)
     torch::Tensor wire;        // wireBuffer while its AllReduce is in flight
     int64_t launchUs = -1;  // observer clock at launch (-1: nobody timing)
+    // This rank's shard of the bucket (elements; Group::sharedShard), which only this rank
+    // reads of its bucket: gradients there are read where autograd left them. Empty with
+    // one rank or a 16-bit wire.
+    int64_t ownBegin = 0, ownEnd = 0;
   };
   // Bytes into the shared buffer of a bucket and of its wire copy.
   static constexpr size_t kNoWire = static_cast<size_t>(-1);
@@ -163,6 +176,8 @@ class GradientReducer {
   // copies a gradient that lives elsewhere (autograd's own tensor after zeroGrad(), or one
   // the user replaced), zeroes the slice when there is none.
   void placeInBucket(Slot& slot);
+  // The gradients of `bucket` read in place for its own shard (their Slot::ownSource).
+  std::vector<Group::InputPiece> ownPieces(const Bucket& bucket) const;
   void beginBackward();
   void launch(size_t bucket);
   void maybeRebuild();

@@ -212,6 +212,31 @@ std::shared_ptr<Work> Group::reduceScatterSharedAsync(const void* in, void* out,
   return impl_->enqueue([=] { impl_->comm->reduceScatterShared(in, out, count, dtype, op, queued); });
 }
 
+namespace {
+std::vector<collectives::InputPiece> toPieces(const std::vector<Group::InputPiece>& pieces) {
+  std::vector<collectives::InputPiece> out;
+  out.reserve(pieces.size());
+  for (const auto& p : pieces) out.push_back(collectives::InputPiece{p.offset, p.count, p.data});
+  return out;
+}
+}  // namespace
+
+std::shared_ptr<Work> Group::allreduceAsync(void* data, size_t count, DType dtype, ReduceOp op,
+                                            std::vector<InputPiece> ownPieces) {
+  const auto queued = impl_->comm->flightEnqueued(CollKind::kAllReduce, count, dtype, op, -1);
+  return impl_->enqueue([=, pieces = toPieces(ownPieces)] {
+    impl_->comm->allReduce(data, data, count, dtype, op, queued, pieces);
+  });
+}
+
+std::shared_ptr<Work> Group::reduceScatterSharedAsync(void* in, void* out, size_t count, DType dtype, ReduceOp op,
+                                                      std::vector<InputPiece> ownPieces) {
+  const auto queued = impl_->comm->flightEnqueued(CollKind::kReduceScatterShared, count, dtype, op, -1);
+  return impl_->enqueue([=, pieces = toPieces(ownPieces)] {
+    impl_->comm->reduceScatterShared(in, out, count, dtype, op, queued, pieces);
+  });
+}
+
 void Group::send(const void* data, size_t numBytes, int dst, uint64_t tag) {
   isend(data, numBytes, dst, tag)->wait();
 }

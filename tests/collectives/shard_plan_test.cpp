@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
 
 #include "collectives/shard_plan.h"
 
@@ -120,6 +121,83 @@ TEST(RingPlan, EveryShardReducedOnceAndOwnedByOneRank) {
     }
     EXPECT_EQ(owned.size(), static_cast<size_t>(n));
   }
+}
+
+
+// Group::reduceScatterShared / allreduce with own pieces: where each element of the shard is read.
+TEST(SourceRuns, TileTheShardWithPiecesAndGapsInOrder) {
+  const float a[8] = {}, b[8] = {};
+  const Range shard{16, 32};
+  // Given out of order; b ends at the shard's end, a leaves gaps on both sides.
+  const auto runs = planSourceRuns(shard, {{40, 8, b}, {20, 4, a}, {30, 0, nullptr}}, sizeof(float));
+  ASSERT_EQ(runs.size(), 4u);
+  const size_t offsets[] = {16, 20, 24, 40}, counts[] = {4, 4, 16, 8};
+  const void* sources[] = {nullptr, a, nullptr, b};
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(runs[i].range.offset, offsets[i]) << "run " << i;
+    EXPECT_EQ(runs[i].range.count, counts[i]) << "run " << i;
+    EXPECT_EQ(runs[i].data, sources[i]) << "run " << i;
+  }
+  EXPECT_TRUE(piecesOutside(shard, {{40, 8, b}, {20, 4, a}}, sizeof(float)).empty());
+}
+
+TEST(SourceRuns, WithoutPiecesTheShardIsOneRunFromTheBufferAndAnEmptyShardHasNone) {
+  auto runs = planSourceRuns(Range{64, 10}, {}, 8);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].range.offset, 64u);
+  EXPECT_EQ(runs[0].range.count, 10u);
+  EXPECT_EQ(runs[0].data, nullptr);
+  EXPECT_TRUE(planSourceRuns(Range{5, 0}, {}, 8).empty());
+  const double whole[10] = {};
+  runs = planSourceRuns(Range{64, 10}, {{64, 10, whole}}, sizeof(double));
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].data, whole);
+}
+
+// A parameter's gradient straddles the shard's edges: the middle is read in place, the two
+// ends are what the peers read, copied into the buffer.
+TEST(SourceRuns, PiecesAreClippedToTheShardAndTheirOutsideIsWhatGetsCopied) {
+  double grad[100] = {};
+  const Range shard{32, 48};                                            // [32, 80)
+  const std::vector<InputPiece> pieces{{10, 100, grad}, {0, 5, grad}};  // [10, 110) straddles, [0, 5) outside
+  const auto runs = planSourceRuns(shard, pieces, sizeof(double));
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].range.offset, 32u);
+  EXPECT_EQ(runs[0].range.count, 48u);
+  EXPECT_EQ(runs[0].data, grad + 22);  // element 32 of the buffer is element 22 of the piece
+  const auto outside = piecesOutside(shard, pieces, sizeof(double));
+  ASSERT_EQ(outside.size(), 3u);
+  EXPECT_EQ(outside[0].offset, 10u);
+  EXPECT_EQ(outside[0].count, 22u);
+  EXPECT_EQ(outside[0].data, grad);
+  EXPECT_EQ(outside[1].offset, 80u);
+  EXPECT_EQ(outside[1].count, 30u);
+  EXPECT_EQ(outside[1].data, grad + 70);
+  EXPECT_EQ(outside[2].offset, 0u);
+  EXPECT_EQ(outside[2].count, 5u);
+  // Every element of every piece is read exactly once: in place or after the copy.
+  size_t covered = 0;
+  for (const auto& r : runs) covered += r.data ? r.range.count : 0;
+  for (const auto& p : outside) covered += p.count;
+  EXPECT_EQ(covered, 105u);
+}
+
+TEST(SourceRuns, RejectOverlappingPiecesAndPiecesWithoutData) {
+  const float x[4] = {};
+  const auto message = [&](std::vector<InputPiece> pieces) {
+    try {
+      planSourceRuns(Range{16, 16}, std::move(pieces), sizeof(float));
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(
+      message({{16, 4, x}, {18, 4, x}}).find("input piece [18, +4) overlaps the piece before it (which ends at 20)"),
+      std::string::npos);
+  EXPECT_NE(message({{0, 4, x}, {2, 4, x}}).find("overlaps"), std::string::npos);  // outside the shard too
+  EXPECT_NE(message({{16, 4, nullptr}}).find("input piece [16, +4) has no data"), std::string::npos);
+  EXPECT_EQ(message({{16, 4, x}, {20, 4, x}}), "no error");
 }
 
 }  // namespace

@@ -232,11 +232,19 @@ TEST(DataParallelFeatures, StatsCountTheAllReducesTimeAndCpu) {
   }
   const DistributedModel::Stats s = model.stats();
   EXPECT_LE(s.allreduceCpuSeconds, s.allreduceSeconds + 1e-3);
-  if (strata::size() == 1) return;  // the runs at 2 and 4 ranks check that something was counted
+  if (strata::size() == 1) {
+    EXPECT_EQ(s.bytesReadInPlace, 0);  // one rank reads its buckets as before: nothing to reduce
+    return;
+  }  // the runs at 2 and 4 ranks check that something was counted
   EXPECT_EQ(s.steps, 3);
   EXPECT_GT(s.bytesReduced, 0);
   EXPECT_GT(s.allreduceSeconds, 0.0);
   EXPECT_GT(s.allreduceCpuSeconds, 0.0);
+  // Every parameter has a gradient, so each bucket's own shard (1/n, cache-line aligned) was
+  // read from autograd's tensors: 1/n of the bytes, give or take a line per bucket and step.
+  const int64_t slack = 64 * static_cast<int64_t>(model.num_buckets()) * s.steps;
+  EXPECT_NEAR(static_cast<double>(s.bytesReadInPlace), static_cast<double>(s.bytesReduced) / strata::size(),
+              static_cast<double>(slack));
   model.reset_stats();
   EXPECT_EQ(model.stats().allreduceCpuSeconds, 0.0);
 }
