@@ -193,6 +193,7 @@ void GradientReducer::beginBackward() {
   backwardActive_ = true;
   for (auto& b : buckets_) b.pending = static_cast<int>(b.slots.size());
   nextToLaunch_ = 0;
+  nextToRetire_ = 0;
 }
 
 void GradientReducer::placeInBucket(Slot& slot) {
@@ -237,15 +238,32 @@ std::vector<Group::InputPiece> GradientReducer::ownPieces(const Bucket& bucket) 
   return pieces;
 }
 
+void GradientReducer::releaseOwnSource(Slot& slot, const Bucket& bucket) {
+  if (!slot.ownSource.defined()) return;
+  slot.param.mutable_grad() = averaged_ ? slot.averaged : gradView(bucket, slot);
+  slot.ownSource = torch::Tensor();
+}
+
+void GradientReducer::retireCompleted() {
+  for (; nextToRetire_ < nextToLaunch_; ++nextToRetire_) {
+    const Bucket& b = buckets_[nextToRetire_];
+    // A failed reduction is left to finish(), which rethrows its error.
+    if (b.work && (!b.work->isCompleted() || b.work->exception())) return;
+    for (int s : b.slots) releaseOwnSource(slots_[s], b);
+  }
+}
+
 void GradientReducer::onGradReady(int index) {
   if (!enabled_) return;
   if (!backwardActive_) beginBackward();
   placeInBucket(slots_[index]);
   if (!rebuilt_ && !rebuildDue_) readyOrder_.push_back(index);
   Bucket& bucket = buckets_[slots_[index].bucket];
-  if (--bucket.pending > 0) return;
-  // Launch in bucket order on every rank, whatever order the buckets became ready in.
-  while (nextToLaunch_ < buckets_.size() && buckets_[nextToLaunch_].pending <= 0) launch(nextToLaunch_++);
+  if (--bucket.pending <= 0) {
+    // Launch in bucket order on every rank, whatever order the buckets became ready in.
+    while (nextToLaunch_ < buckets_.size() && buckets_[nextToLaunch_].pending <= 0) launch(nextToLaunch_++);
+  }
+  retireCompleted();
 }
 
 void GradientReducer::launch(size_t b) {

@@ -13,8 +13,9 @@
 //   * Own shard in place: with more than one rank, each rank's shard of a bucket is read
 //     only by that rank (Group::sharedShard), so a gradient's elements there stay in
 //     autograd's tensor and the reduction reads them from it (Group::InputPiece); only the
-//     elements the peers read are copied into the bucket. After finish() .grad() is the
-//     bucket view (or the host-shared average) as always.
+//     elements the peers read are copied into the bucket. Once a bucket's reduction has
+//     completed (checked at each hook, and in finish()) .grad() is the bucket view (or the
+//     host-shared average) as always, and autograd's tensor is released.
 //   * Zero-copy: all buckets (and their 16-bit wire copies) live in one buffer from
 //     Group::allocateShared, so on a host with peers each bucket's in-place AllReduce reads
 //     the peers' buckets directly (shm_direct / hierarchical_direct, docs/collectives.md)
@@ -178,6 +179,11 @@ class GradientReducer {
   void placeInBucket(Slot& slot);
   // The gradients of `bucket` read in place for its own shard (their Slot::ownSource).
   std::vector<Group::InputPiece> ownPieces(const Bucket& bucket) const;
+  // Buckets whose reduction completed while backward goes on (in launch order): .grad()
+  // moves to the reduced values and autograd's tensors are released now, not at finish(),
+  // so the gradients held for the own shards are those of the buckets still in flight.
+  void retireCompleted();
+  void releaseOwnSource(Slot& slot, const Bucket& bucket);
   void beginBackward();
   void launch(size_t bucket);
   void maybeRebuild();
@@ -191,6 +197,7 @@ class GradientReducer {
   std::shared_ptr<SharedBuffer> storage_;  // every bucket's memory
   std::vector<Bucket> buckets_;
   size_t nextToLaunch_ = 0;
+  size_t nextToRetire_ = 0;
   bool enabled_ = true;
   bool backwardActive_ = false;  // a hook fired since the last finish
   bool rebuilt_ = false;
