@@ -60,15 +60,20 @@ void PrintTo(const Layout& l, std::ostream* os) {
   *os << transportKindName(l.kind) << " n=" << l.worldSize << " hosts=" << l.numHosts << " " << l.algo;
 }
 
-class OwnPieces : public ::testing::TestWithParam<Layout> {};
-
-TEST_P(OwnPieces, AllReduceInPlaceReadsEveryPieceAndNoGarbage) {
-  const Layout layout = GetParam();
+HarnessOptions harnessFor(const Layout& layout) {
   HarnessOptions opts;
   opts.kind = layout.kind;
   opts.numHosts = layout.numHosts;
   opts.allreduceAlgo = layout.algo;
   opts.connectTcp = layout.kind != TransportKind::kShm;
+  return opts;
+}
+
+class OwnPieces : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(OwnPieces, AllReduceInPlaceReadsEveryPieceAndNoGarbage) {
+  const Layout layout = GetParam();
+  const HarnessOptions opts = harnessFor(layout);
   constexpr size_t kMaxCount = (1 << 16) + 3;
   runRanks(layout.worldSize, opts, [&](collectives::Communicator& comm) {
     auto buffer = comm.allocateShared(kMaxCount * 8);
@@ -98,11 +103,7 @@ TEST_P(OwnPieces, AllReduceInPlaceReadsEveryPieceAndNoGarbage) {
 
 TEST_P(OwnPieces, ReduceScatterSharedReadsTheOwnShardInPlace) {
   const Layout layout = GetParam();
-  HarnessOptions opts;
-  opts.kind = layout.kind;
-  opts.numHosts = layout.numHosts;
-  opts.allreduceAlgo = layout.algo;
-  opts.connectTcp = layout.kind != TransportKind::kShm;
+  const HarnessOptions opts = harnessFor(layout);
   constexpr size_t kCount = 4099;
   runRanks(layout.worldSize, opts, [&](collectives::Communicator& comm) {
     auto in = comm.allocateShared(kCount * 8);
