@@ -316,6 +316,8 @@ void copyPiecesInto(const void* in, const std::vector<InputPiece>& pieces, size_
 
 void Communicator::allReduce(const void* in, void* out, size_t count, DType dtype, ReduceOp op,
                              flight::Ticket enqueued, const std::vector<InputPiece>& ownPieces) {
+  // Before the sequence number is taken: a misuse on one rank must not desynchronise it.
+  STRATA_CHECK(ownPieces.empty() || in == out, "allreduce: own input pieces need an in-place call");
   CollSignature sig = nextSignature(CollKind::kAllReduce, count, dtype, op, -1);
   const size_t numBytes = count * dtypeBytes(dtype);
   // In place inside a shared buffer: name the place, so every rank checks that its peers
@@ -327,7 +329,6 @@ void Communicator::allReduce(const void* in, void* out, size_t count, DType dtyp
   }
   const Placement placement =
       place.region && place.region->peerMapped() ? Placement::kSharedInPlace : Placement::kPrivate;
-  STRATA_CHECK(ownPieces.empty() || in == out, "allreduce: own input pieces need an in-place call");
   guarded(sig, enqueued, [&] {
     if (topo_.worldSize == 1) {
       copyPiecesInto(in, ownPieces, dtypeBytes(dtype));
