@@ -36,6 +36,13 @@ InputPiece clip(const InputPiece& p, size_t from, size_t to, size_t elemBytes) {
 }
 }  // namespace
 
+void checkInputPieces(size_t count, std::vector<InputPiece> pieces) {
+  for (const InputPiece& p : pieces)
+    STRATA_CHECK(p.offset <= count && p.count <= count - p.offset, "input piece [", p.offset, ", +", p.count,
+                 ") reaches past the input's ", count, " elements");
+  planSourceRuns(Range{0, count}, std::move(pieces), 1);
+}
+
 std::vector<SourceRun> planSourceRuns(Range shard, std::vector<InputPiece> pieces, size_t elemBytes) {
   pieces.erase(std::remove_if(pieces.begin(), pieces.end(), [](const InputPiece& p) { return p.count == 0; }),
                pieces.end());

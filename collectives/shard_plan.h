@@ -55,7 +55,10 @@ struct SourceRun {
   Range range;
   const void* data = nullptr;
 };
-// Throws strata::Error naming the piece when a piece overlaps another or has no data. Pure.
+// Throws strata::Error naming the piece when a piece of a `count`-element input reaches past
+// it, overlaps another piece or has no data (Group checks this before anything runs). Pure.
+void checkInputPieces(size_t count, std::vector<InputPiece> pieces);
+// Throws like checkInputPieces for overlaps and missing data. Pure.
 std::vector<SourceRun> planSourceRuns(Range shard, std::vector<InputPiece> pieces, size_t elemBytes);
 // The parts of `pieces` outside `shard` (at most two per piece), which the peers may read
 // and so must be copied into the buffer. Pure.

@@ -319,22 +319,13 @@ void GradientReducer::finish() {
       b.wire = torch::Tensor();
     }
   }
+  // Every reduction is done: autograd's tensors read in place are no longer needed.
+  for (auto& slot : slots_) releaseOwnSource(slot, buckets_[slot.bucket]);
   if (averaged_) {
     // Every rank's shard has been written (reduceScatterShared returns after all): the whole
     // averaged gradient is readable in the host's one copy.
-    for (auto& slot : slots_) {
-      slot.param.mutable_grad() = slot.averaged;
-      slot.ownSource = torch::Tensor();
-    }
+    for (const auto& slot : slots_) slot.param.mutable_grad() = slot.averaged;
     gradsOnAveraged_ = true;
-  } else {
-    // The AllReduce wrote the averages of the own shard into the buckets: autograd's
-    // tensors are done with.
-    for (auto& slot : slots_) {
-      if (!slot.ownSource.defined()) continue;
-      slot.param.mutable_grad() = gradView(buckets_[slot.bucket], slot);
-      slot.ownSource = torch::Tensor();
-    }
   }
   stats_.exposedSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - waitStart).count();
   ++stats_.steps;

@@ -213,26 +213,31 @@ std::shared_ptr<Work> Group::reduceScatterSharedAsync(const void* in, void* out,
 }
 
 namespace {
-std::vector<collectives::InputPiece> toPieces(const std::vector<Group::InputPiece>& pieces) {
+// Checked here, on the caller's thread, before anything is queued: a bad piece is an error
+// of this call on this rank (the message carries the rank tag), and the group stays usable.
+std::vector<collectives::InputPiece> toPieces(size_t count, const std::vector<Group::InputPiece>& pieces) {
   std::vector<collectives::InputPiece> out;
   out.reserve(pieces.size());
   for (const auto& p : pieces) out.push_back(collectives::InputPiece{p.offset, p.count, p.data});
+  collectives::checkInputPieces(count, out);
   return out;
 }
 }  // namespace
 
 std::shared_ptr<Work> Group::allreduceAsync(void* data, size_t count, DType dtype, ReduceOp op,
                                             std::vector<InputPiece> ownPieces) {
+  std::vector<collectives::InputPiece> checked = toPieces(count, ownPieces);
   const auto queued = impl_->comm->flightEnqueued(CollKind::kAllReduce, count, dtype, op, -1);
-  return impl_->enqueue([=, pieces = toPieces(ownPieces)] {
+  return impl_->enqueue([=, pieces = std::move(checked)] {
     impl_->comm->allReduce(data, data, count, dtype, op, queued, pieces);
   });
 }
 
 std::shared_ptr<Work> Group::reduceScatterSharedAsync(void* in, void* out, size_t count, DType dtype, ReduceOp op,
                                                       std::vector<InputPiece> ownPieces) {
+  std::vector<collectives::InputPiece> checked = toPieces(count, ownPieces);
   const auto queued = impl_->comm->flightEnqueued(CollKind::kReduceScatterShared, count, dtype, op, -1);
-  return impl_->enqueue([=, pieces = toPieces(ownPieces)] {
+  return impl_->enqueue([=, pieces = std::move(checked)] {
     impl_->comm->reduceScatterShared(in, out, count, dtype, op, queued, pieces);
   });
 }

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <set>
 #include <string>
 
@@ -198,6 +199,25 @@ TEST(SourceRuns, RejectOverlappingPiecesAndPiecesWithoutData) {
   EXPECT_NE(message({{0, 4, x}, {2, 4, x}}).find("overlaps"), std::string::npos);  // outside the shard too
   EXPECT_NE(message({{16, 4, nullptr}}).find("input piece [16, +4) has no data"), std::string::npos);
   EXPECT_EQ(message({{16, 4, x}, {20, 4, x}}), "no error");
+}
+
+// Group::allreduceAsync / reduceScatterSharedAsync check the pieces before anything runs.
+TEST(SourceRuns, InputPiecesMustLieInsideTheInput) {
+  const float x[8] = {};
+  EXPECT_NO_THROW(checkInputPieces(16, {{8, 8, x}, {0, 4, x}, {4, 0, nullptr}}));
+  const auto message = [&](size_t count, std::vector<InputPiece> pieces) {
+    try {
+      checkInputPieces(count, std::move(pieces));
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message(16, {{12, 8, x}}).find("input piece [12, +8) reaches past the input's 16 elements"),
+            std::string::npos);
+  EXPECT_NE(message(16, {{SIZE_MAX, 2, x}}).find("reaches past"), std::string::npos);  // no wrap-around
+  EXPECT_NE(message(16, {{0, 8, x}, {4, 8, x}}).find("overlaps"), std::string::npos);
+  EXPECT_NE(message(16, {{0, 8, nullptr}}).find("has no data"), std::string::npos);
 }
 
 }  // namespace
