@@ -10,6 +10,9 @@
 //   bwd_weight_new      the same GEMM into a new tensor (what autograd does)
 //   zero, add, copy     64 MiB: zeroing a bucket, adding a gradient into it, copying one in
 //   sgd                 p -= lr * g over 64 MiB
+//   avg2_plain          out = (a + b) / 2 over 64 MiB, a plain loop (ordinary stores)
+//   avg2_reducer        the same through the collectives' kernel (reduceMany, what a 2-rank
+//                       reduce-scatter runs; non-temporal stores at this size)
 #include <CLI/CLI.hpp>
 #include <torch/torch.h>
 
@@ -17,6 +20,17 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+
+#include "collectives/reduce_kernels.h"
+
+namespace {
+
+// The reference for avg2_reducer: the same arithmetic with ordinary stores.
+void averageTwoPlain(float* out, const float* a, const float* b, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = (a[i] + b[i]) / 2.0f;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   int reps = 40;
@@ -30,6 +44,7 @@ int main(int argc, char** argv) {
   auto weight = torch::randn({width, width}), bucket = torch::randn({width, width});
   auto grad = torch::randn({width, width});
   auto x = torch::randn({batch, width}), gradOut = torch::randn({batch, width});
+  const size_t n = static_cast<size_t>(width * width);
   const std::pair<const char*, std::function<void()>> ops[] = {
       {"fwd", [&] { auto r = x.mm(weight.t()); }},
       {"bwd_input", [&] { auto r = gradOut.mm(weight); }},
@@ -39,6 +54,14 @@ int main(int argc, char** argv) {
       {"add", [&] { bucket.add_(grad); }},
       {"copy", [&] { bucket.copy_(grad); }},
       {"sgd", [&] { weight.add_(grad, -1e-9); }},
+      {"avg2_plain",
+       [&] { averageTwoPlain(bucket.data_ptr<float>(), grad.data_ptr<float>(), weight.data_ptr<float>(), n); }},
+      {"avg2_reducer",
+       [&] {
+         const void* srcs[] = {grad.data_ptr<float>(), weight.data_ptr<float>()};
+         strata::collectives::reduceMany(strata::ReduceOp::kAvg, strata::DType::kFloat32, bucket.data_ptr<float>(),
+                                         srcs, 2, n, 2);
+       }},
   };
   for (const auto& [name, op] : ops) {
     op();

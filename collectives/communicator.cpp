@@ -47,6 +47,10 @@ GroupTopology buildTopology(int rank, const std::vector<int>& hostIndexOfRank) {
 Communicator::Communicator(GroupTopology topo, const CommOptions& opts)
     : topo_(std::move(topo)), opts_(opts) {}
 
+void Communicator::setCallersWaiting(std::shared_ptr<const std::atomic<int>> callersWaiting) {
+  if (shm_) shm_->setCallersWaiting(std::move(callersWaiting));
+}
+
 Communicator::~Communicator() {
   if (opts_.flight) opts_.flight->releaseLane(flightLane_);
 }

@@ -97,6 +97,10 @@ class Communicator {
   const CommOptions& options() const { return opts_; }
   // The algorithm the last allReduce used (tests, benchmarks, logs).
   AllReduceAlgo lastAllReduceAlgo() const { return lastAlgo_; }
+  // How many of the rank's threads wait for this communicator's collectives (the executor
+  // counts them, strata::Group): while none does, shared-memory waits sleep instead of
+  // spinning, leaving the core to the compute thread. Set once, before any collective.
+  void setCallersWaiting(std::shared_ptr<const std::atomic<int>> callersWaiting);
   uint64_t sequenceNumber() const { return seq_; }
   // Whether a collective failed (the group is unusable).
   bool failed() const { return failed_.load(); }

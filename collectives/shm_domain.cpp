@@ -18,6 +18,7 @@
 #define STRATA_CPU_RELAX() std::atomic_signal_fence(std::memory_order_seq_cst)
 #endif
 
+#include "collectives/doorbell.h"
 #include "core/affinity.h"
 #include "core/errors.h"
 #include "core/logging.h"
@@ -33,8 +34,16 @@ constexpr size_t kHeaderBytes = 4096;
 constexpr int kSpinsDedicatedCores = 20000;
 // When ranks outnumber cores the peer we wait for may need our core: yield almost at once.
 constexpr int kSpinsOversubscribed = 16;
-// How often (in wait iterations after the spin phase) to look at the clock.
+// How often (in yields) to look at the clock.
 constexpr int kCheckEvery = 64;
+// Bound on one doorbell sleep, so the abort word, the timeout and the peers' liveness are
+// still checked this often, and a waiter whose caller began to wait goes back to spinning.
+constexpr std::chrono::microseconds kSleepSlice{1000};
+// How often the spin phase looks whether the caller still waits.
+constexpr int kSpinsPerAwaitedCheck = 64;
+// Spins (about 20 ns each here) even a wait nobody waits for makes before it sleeps: a peer
+// that arrives within them costs the compute thread less than a futex wakeup would delay it.
+constexpr int kSpinsBeforeSleep = 1024;
 // Peer processes are probed with kill(pid, 0) at most this often.
 constexpr std::chrono::milliseconds kLivenessPeriod{20};
 
@@ -53,6 +62,7 @@ struct ShmDomain::Header {
 
 struct alignas(kCacheLine) ShmDomain::RankCtl {
   alignas(kCacheLine) std::atomic<uint64_t> flag;   // epoch published by this rank
+  Doorbell bell;                                    // rung after each new flag and on abort
   alignas(kCacheLine) CollSignature sig[2];         // by seq parity (a peer may be one ahead)
   pid_t pid;
   cpu_set_t cpus;  // this rank's affinity, so every rank can count the cores the domain has
@@ -187,6 +197,7 @@ void ShmDomain::abort(int blamedRank, const std::string& reason, AbortKind kind)
   const uint64_t word = static_cast<uint64_t>(blamedRank + 2) |
                         (static_cast<uint64_t>(localRank_) << 32);
   header_->abortWord.compare_exchange_strong(expected, word, std::memory_order_acq_rel);
+  for (int p = 0; p < localSize(); ++p) ringDoorbell(ctl(p).bell);  // sleepers look at once
 }
 
 void ShmDomain::throwAborted() {
@@ -210,29 +221,40 @@ void ShmDomain::syncAll(const char* what) {
   if (header_->abortWord.load(std::memory_order_relaxed) != 0) throwAborted();
   const uint64_t epoch = ++epoch_;
   ctl(localRank_).flag.store(epoch, std::memory_order_release);
+  ringDoorbell(ctl(localRank_).bell);
   for (int p = 0; p < localSize(); ++p) {
     if (p != localRank_) waitForPeer(p, epoch, what);
   }
 }
 
+// A rank's communication thread shares its core with the compute thread (one rank per core):
+// spinning and yielding there while the compute thread runs took 4-19 ms of every ~90 ms
+// mlp25m step from it (perf: waitForPeer, sched_yield and the kernel, bench/RESULTS.md
+// session 13). So only a wait that someone waits for spins; the others sleep on the doorbell.
 void ShmDomain::waitForPeer(int peer, uint64_t epoch, const char* what) {
-  std::atomic<uint64_t>& flag = ctl(peer).flag;
+  RankCtl& theirs = ctl(peer);
   for (int i = 0; i < spinsBeforeYield_; ++i) {
-    if (flag.load(std::memory_order_acquire) >= epoch) return;
+    if (theirs.flag.load(std::memory_order_acquire) >= epoch) return;
+    if (i >= kSpinsBeforeSleep && i % kSpinsPerAwaitedCheck == 0 && !awaited()) break;
     STRATA_CPU_RELAX();
   }
   const auto start = std::chrono::steady_clock::now();
   auto lastLiveness = start;
   for (uint64_t iter = 0;; ++iter) {
-    if (flag.load(std::memory_order_acquire) >= epoch) return;
-    sched_yield();
-    if (iter % kCheckEvery != 0) continue;
+    const uint32_t seen = doorbellValue(theirs.bell);  // before the check: no lost wakeup
+    if (theirs.flag.load(std::memory_order_acquire) >= epoch) return;
+    if (!awaited()) {
+      sleepOnDoorbell(theirs.bell, seen, kSleepSlice);
+    } else {
+      sched_yield();
+      if (iter % kCheckEvery != 0) continue;
+    }
     if (header_->abortWord.load(std::memory_order_acquire) != 0) throwAborted();
     const auto now = std::chrono::steady_clock::now();
     if (now - lastLiveness >= kLivenessPeriod) {
       lastLiveness = now;
       if (!peerProcessAlive(peer)) {
-        const std::string reason = c10::str("rank ", globalRanks_[peer], " (pid ", ctl(peer).pid,
+        const std::string reason = c10::str("rank ", globalRanks_[peer], " (pid ", theirs.pid,
                                             ") died during ", what);
         abort(globalRanks_[peer], reason);
         STRATA_THROW(NetworkError, reason);
@@ -241,7 +263,7 @@ void ShmDomain::waitForPeer(int peer, uint64_t epoch, const char* what) {
     if (now - start >= timeout_) {
       const std::string reason =
           c10::str(what, ": rank ", globalRanks_[peer], " did not arrive within ", timeout_.count(),
-                   " ms (shm epoch ", epoch, ", peer at ", flag.load(), ")");
+                   " ms (shm epoch ", epoch, ", peer at ", theirs.flag.load(), ")");
       abort(globalRanks_[peer], reason, AbortKind::kTimeout);
       STRATA_THROW(TimeoutError, reason);
     }

@@ -16,6 +16,10 @@
 // Waiting spins, then yields (at once when ranks outnumber cores), and checks every
 // millisecond or so the abort word, the timeout and whether the peers' processes exist,
 // so a killed peer or a stuck one becomes a NetworkError/TimeoutError on every rank.
+// Unless the rank's compute thread wants the core: when collectives run on a background
+// thread (strata::Group's communication thread) and no thread of the rank waits for them
+// (setCallersWaiting), a wait sleeps on the peer's doorbell (doorbell.h, a futex the peer
+// rings with each new epoch) instead, so it takes no time from the computation it overlaps.
 //
 // Threading: one caller thread at a time per domain (the group serialises collectives).
 #pragma once
@@ -70,6 +74,11 @@ class ShmDomain {
   // The segment's name, known to every local rank (shared buffers derive theirs from it).
   const std::string& name() const { return name_; }
   void setTimeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
+  // The count of the rank's threads waiting for collectives (see the top of this file); null:
+  // every wait counts as awaited (spin, then yield). Set before any collective.
+  void setCallersWaiting(std::shared_ptr<const std::atomic<int>> callersWaiting) {
+    callersWaiting_ = std::move(callersWaiting);
+  }
 
   // Staging buffer `buffer` (0 or 1) of local rank `local`.
   uint8_t* slot(int local, int buffer) const;
@@ -97,6 +106,8 @@ class ShmDomain {
   ShmDomain(int localRank, std::vector<int> globalRanks, const ShmDomainOptions& opts);
   void mapSegment(const std::string& name, bool create);
   void waitForPeer(int peer, uint64_t epoch, const char* what);
+  // Whether a thread of the rank waits for the collective (so spinning costs it nothing).
+  bool awaited() const { return !callersWaiting_ || callersWaiting_->load(std::memory_order_relaxed) > 0; }
   [[noreturn]] void throwAborted();
   RankCtl& ctl(int local) const;
   bool peerProcessAlive(int peer) const;
@@ -106,6 +117,7 @@ class ShmDomain {
   size_t slotBytes_;
   std::chrono::milliseconds timeout_;
   int spinsBeforeYield_;
+  std::shared_ptr<const std::atomic<int>> callersWaiting_;
   int coresOfDomain_ = 1;
   std::string name_;
   void* base_ = nullptr;

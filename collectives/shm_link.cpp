@@ -1,21 +1,19 @@
 #include "collectives/shm_link.h"
 
-#include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <climits>
 #include <cstring>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
+#include "collectives/doorbell.h"
 #include "collectives/p2p_link_plan.h"
 #include "collectives/shared_buffers.h"
 #include "collectives/shm_domain.h"
@@ -23,11 +21,6 @@
 #include "core/logging.h"
 
 namespace strata::collectives {
-
-struct ShmLinkCore::Bell {
-  alignas(64) std::atomic<uint32_t> word{0};
-  alignas(64) std::atomic<uint32_t> sleepers{0};
-};
 
 struct ShmLinkCore::Ring {
   alignas(64) std::atomic<uint64_t> head{0};  // written by the producer only
@@ -62,21 +55,6 @@ void linkCpuRelax() {
 #if defined(__x86_64__)
   _mm_pause();
 #endif
-}
-
-// Cross-process futex (no FUTEX_PRIVATE_FLAG: the word lives in a shared mapping).
-void futexWait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::microseconds limit) {
-  timespec ts{static_cast<time_t>(limit.count() / 1000000), static_cast<long>(limit.count() % 1000000) * 1000};
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
-}
-
-void futexWakeAll(std::atomic<uint32_t>* word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-}
-
-void ringBell(ShmLinkCore::Bell* bell) {
-  bell->word.fetch_add(1, std::memory_order_seq_cst);
-  if (bell->sleepers.load(std::memory_order_seq_cst) > 0) futexWakeAll(&bell->word);
 }
 
 // Copies the stream bytes [position, position + count) between the ring and `bytes`.
@@ -346,17 +324,15 @@ void ShmLinkCore::checkPeer() {
   if (failed_.load(std::memory_order_acquire)) failAll();
 }
 
-uint32_t ShmLinkCore::bellValue() const { return myBell_->word.load(std::memory_order_seq_cst); }
+uint32_t ShmLinkCore::bellValue() const { return doorbellValue(*myBell_); }
 
 // `seen` was read before the caller last looked for work: anything a peer moved since then
 // changed the word, so the futex returns at once instead of missing the wakeup.
 void ShmLinkCore::sleepOnBell(uint32_t seen, std::chrono::microseconds limit) {
-  myBell_->sleepers.fetch_add(1, std::memory_order_seq_cst);
-  futexWait(&myBell_->word, seen, limit);
-  myBell_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  sleepOnDoorbell(*myBell_, seen, limit);
 }
 
-void ShmLinkCore::ringPeer() { ringBell(peerBell_); }
+void ShmLinkCore::ringPeer() { ringDoorbell(*peerBell_); }
 
 void ShmLinkCore::abandon(ShmLinkOp* op) {
   bool wasQueued = false;
@@ -384,7 +360,7 @@ void ShmLinkCore::writeCloseWord(const std::string& why, transport::CloseReason 
   out_->reason[n] = '\0';
   out_->closed.store(static_cast<uint32_t>(reason) + 1, std::memory_order_release);
   ringPeer();
-  ringBell(myBell_);  // our own waiters look again
+  ringDoorbell(*myBell_);  // our own waiters look again
 }
 
 void ShmLinkCore::recordFailure(LinkFailure failure) {
@@ -485,7 +461,7 @@ ShmLinkSet::~ShmLinkSet() {
     stop_ = true;
   }
   cv_.notify_all();
-  ringBell(myBell_);
+  ringDoorbell(*myBell_);
   if (thread_.joinable()) thread_.join();
 }
 
@@ -502,7 +478,7 @@ void ShmLinkSet::kick() {
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
   }
   cv_.notify_all();
-  ringBell(myBell_);
+  ringDoorbell(*myBell_);
 }
 
 // Moves the bytes of ops nobody waits on (eager sends bigger than the free space), sleeping

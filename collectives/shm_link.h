@@ -44,6 +44,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/doorbell.h"
 #include "transport/transport.h"
 
 namespace strata::collectives {
@@ -99,7 +100,7 @@ class ShmLinkOp final : public transport::PendingOp {
 class ShmLinkCore {
  public:
   struct Ring;  // shared-memory control block (shm_link.cpp)
-  struct Bell;
+  using Bell = Doorbell;
   // `region` holds the rings; the core keeps it mapped while ops may still touch them.
   ShmLinkCore(std::shared_ptr<SharedRegion> region, int peer, pid_t peerPid, Ring* out, uint8_t* outData, Ring* in,
               uint8_t* inData, size_t ringBytes, Bell* myBell, Bell* peerBell,

@@ -1,16 +1,31 @@
 // Work: the handle of an asynchronous collective or point-to-point operation.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 
 namespace strata {
 
 // Thread-safe. wait() may be called from any thread, any number of times.
+// Counts the current thread in `counter` (if not null) for as long as it lives: a thread
+// that waits for a collective (or runs one itself) and so computes nothing meanwhile.
+class WaitCount {
+ public:
+  explicit WaitCount(std::atomic<int>* counter);
+  ~WaitCount();
+  WaitCount(const WaitCount&) = delete;
+  WaitCount& operator=(const WaitCount&) = delete;
+
+ private:
+  std::atomic<int>* counter_;
+};
+
 class Work {
  public:
   virtual ~Work() = default;
@@ -33,6 +48,10 @@ class Work {
   // Called by the executor: when the operation starts running, and once when it ends.
   void markStarted();
   void finish(std::exception_ptr error);
+  // Called by the executor before handing the Work out: wait() counts itself in `waiters`
+  // while it blocks, so the thread running the operation knows whether the caller's core
+  // is otherwise idle (collectives/shm_domain.h).
+  void countWaitsIn(std::shared_ptr<std::atomic<int>> waiters) { waiters_ = std::move(waiters); }
 
  private:
   std::mutex mu_;
@@ -44,6 +63,7 @@ class Work {
   std::chrono::nanoseconds cpuStarted_{0};
   std::thread::id startedOn_{};
   std::chrono::nanoseconds cpuTime_{0};
+  std::shared_ptr<std::atomic<int>> waiters_;
 };
 
 }  // namespace strata

@@ -35,6 +35,9 @@ class PendingOpWork : public Work {
 
 struct Group::Impl {
   std::unique_ptr<collectives::Communicator> comm;
+  // Threads of this rank waiting for (or running inline) one of this group's collectives;
+  // the communicator's waits sleep while none does (collectives/shm_domain.h).
+  std::shared_ptr<std::atomic<int>> callersWaiting = std::make_shared<std::atomic<int>>(0);
   std::mutex execMu;  // held while a collective runs, inline or on the worker
   std::mutex queueMu;
   std::condition_variable queueCv;
@@ -88,6 +91,7 @@ struct Group::Impl {
 
   std::shared_ptr<Work> enqueue(std::function<void()> fn) {
     auto work = std::make_shared<Work>();
+    work->countWaitsIn(callersWaiting);
     {
       std::lock_guard<std::mutex> lock(queueMu);
       if (!worker.joinable()) worker = std::thread([this] { workerLoop(); });
@@ -106,6 +110,7 @@ struct Group::Impl {
       idle = inflight == 0;
     }
     if (idle) {
+      WaitCount running(callersWaiting.get());
       std::lock_guard<std::mutex> lock(execMu);
       fn();
       return;
@@ -116,6 +121,7 @@ struct Group::Impl {
 
 Group::Group(std::unique_ptr<collectives::Communicator> comm) : impl_(std::make_unique<Impl>()) {
   impl_->comm = std::move(comm);
+  impl_->comm->setCallersWaiting(impl_->callersWaiting);
   impl_->tag = rankTag();
 }
 

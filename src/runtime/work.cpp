@@ -20,12 +20,21 @@ std::chrono::nanoseconds threadCpuNow() {
 
 }  // namespace
 
+WaitCount::WaitCount(std::atomic<int>* counter) : counter_(counter) {
+  if (counter_) counter_->fetch_add(1, std::memory_order_relaxed);
+}
+
+WaitCount::~WaitCount() {
+  if (counter_) counter_->fetch_sub(1, std::memory_order_relaxed);
+}
+
 bool Work::isCompleted() {
   std::lock_guard<std::mutex> lock(mu_);
   return done_;
 }
 
 void Work::wait(std::chrono::milliseconds timeout) {
+  WaitCount counted(waiters_.get());
   std::unique_lock<std::mutex> lock(mu_);
   if (timeout == std::chrono::milliseconds::max()) {
     cv_.wait(lock, [this] { return done_; });

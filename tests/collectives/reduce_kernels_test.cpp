@@ -3,7 +3,9 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#include <cstring>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "collectives/reduce_kernels.h"
@@ -11,6 +13,54 @@
 
 namespace strata::collectives {
 namespace {
+
+// The two-source sum/average (the 2-rank hot path) against the contract written out as a
+// plain loop, bitwise: every length (below and above the size written with streaming stores),
+// output misaligned by 0-3 elements, both float types, sum and average, in place or not.
+template <typename T>
+void checkTwoSources(size_t count, size_t outShift, ReduceOp op, int divisor, int inPlace) {
+  std::mt19937 gen(static_cast<unsigned>(count * 7 + outShift));
+  std::uniform_real_distribution<T> dist(-1000, 1000);
+  std::vector<T> a(count), b(count), out(count + 4, T(-7)), expected(count);
+  for (size_t i = 0; i < count; ++i) {
+    a[i] = dist(gen);
+    b[i] = i % 97 == 0 ? -a[i] : dist(gen);  // exact zeros (and their signs) too
+  }
+  for (size_t i = 0; i < count; ++i) {
+    T acc = a[i];
+    acc = acc + b[i];
+    expected[i] = op == ReduceOp::kAvg ? acc / static_cast<T>(divisor) : acc;
+  }
+  T* dst = out.data() + outShift;
+  std::vector<T> aIn = a, bIn = b;
+  if (inPlace == 1) dst = aIn.data();
+  if (inPlace == 2) dst = bIn.data();
+  const void* srcs[] = {aIn.data(), bIn.data()};
+  const DType dtype = sizeof(T) == 4 ? DType::kFloat32 : DType::kFloat64;
+  reduceMany(op, dtype, dst, srcs, 2, count, divisor);
+  ASSERT_EQ(std::memcmp(dst, expected.data(), count * sizeof(T)), 0)
+      << "count " << count << " shift " << outShift << " in place " << inPlace;
+  if (inPlace == 0) {  // nothing written around the output
+    for (size_t i = 0; i < outShift; ++i) ASSERT_EQ(out[i], T(-7));
+    for (size_t i = outShift + count; i < out.size(); ++i) ASSERT_EQ(out[i], T(-7));
+  }
+}
+
+TEST(ReduceKernels, TwoSourcesSummedOrAveragedBitwiseAsTheContractAtEveryLengthAndAlignment) {
+  const size_t streamed = (size_t{4} << 20) / sizeof(float) + 13;  // above the streaming size
+  for (size_t count : {size_t{1}, size_t{7}, size_t{9}, size_t{1000}, streamed}) {
+    for (size_t shift = 0; shift < 4; ++shift) {
+      checkTwoSources<float>(count, shift, ReduceOp::kSum, 1, 0);
+      checkTwoSources<float>(count, shift, ReduceOp::kAvg, 2, 0);
+      checkTwoSources<float>(count, shift, ReduceOp::kAvg, 3, 0);
+      checkTwoSources<double>(count, shift, ReduceOp::kAvg, 2, 0);
+      checkTwoSources<double>(count, shift, ReduceOp::kSum, 1, 0);
+    }
+    checkTwoSources<float>(count, 0, ReduceOp::kAvg, 2, 1);
+    checkTwoSources<float>(count, 0, ReduceOp::kAvg, 2, 2);
+    checkTwoSources<double>(count, 0, ReduceOp::kSum, 1, 2);
+  }
+}
 
 TEST(ReduceKernels, SumOfThreeFloatSources) {
   std::vector<float> a{1, 2, 3}, b{10, 20, 30}, c{100, 200, 300}, out(3);

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <time.h>
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include "strata/work.h"
@@ -59,6 +61,29 @@ TEST(WorkTime, NeverStartedHasNeither) {
   w.finish(nullptr);
   EXPECT_EQ(w.runTime().count(), 0);
   EXPECT_EQ(w.cpuTime().count(), 0);
+}
+
+// The executor learns whether the caller computes or waits: wait() counts itself while it
+// blocks (the communication thread sleeps instead of spinning while nobody waits).
+TEST(WorkWaits, WaitCountsItselfWhileItBlocks) {
+  auto waiters = std::make_shared<std::atomic<int>>(0);
+  Work w;
+  w.countWaitsIn(waiters);
+  std::thread waiter([&] { w.wait(); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (waiters->load() == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  EXPECT_EQ(waiters->load(), 1);
+  w.finish(nullptr);
+  waiter.join();
+  EXPECT_EQ(waiters->load(), 0);
+  w.wait();  // already done: counted and uncounted at once
+  EXPECT_EQ(waiters->load(), 0);
+  {
+    WaitCount inline1(waiters.get()), inline2(waiters.get());
+    EXPECT_EQ(waiters->load(), 2);
+  }
+  EXPECT_EQ(waiters->load(), 0);
+  WaitCount none(nullptr);  // no counter: nothing to count
 }
 
 }  // namespace
