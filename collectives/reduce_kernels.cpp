@@ -125,9 +125,9 @@ void combineTwoPlain(T* out, const T* a, const T* b, size_t count, bool divide, 
 // is read by the optimizer after the whole backward pass), so it is written around the cache
 // with non-temporal stores: the destination lines are not read first (a third less memory
 // traffic for a + b -> out) and the output does not evict the compute thread's working set.
-// Measured on this project's 2-core VM (50 MB, float32 average): 4.5 ms plain, 3.4 ms
-// streamed (bench/RESULTS.md, session 13). Below it, the consumer may still find the output
-// in cache (shm_direct pushes each block to the peers right after reducing it).
+// Measured on this project's 2-core VM (64 MiB, float32 average, bench/run_step_ops.sh):
+// 7.4 ms with ordinary stores, 3.7 ms streamed. Below it, the consumer may still find the
+// output in cache (shm_direct pushes each block to the peers right after reducing it).
 constexpr size_t kStreamingMinBytes = size_t{4} << 20;
 
 #if defined(__x86_64__)

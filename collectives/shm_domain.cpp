@@ -228,9 +228,10 @@ void ShmDomain::syncAll(const char* what) {
 }
 
 // A rank's communication thread shares its core with the compute thread (one rank per core):
-// spinning and yielding there while the compute thread runs took 4-19 ms of every ~90 ms
-// mlp25m step from it (perf: waitForPeer, sched_yield and the kernel, bench/RESULTS.md
-// session 13). So only a wait that someone waits for spins; the others sleep on the doorbell.
+// spinning and yielding there while the compute thread runs took up to two thirds of the
+// communication thread's 15-17 ms of CPU per ~100 ms mlp25m step (perf, bench/RESULTS.md
+// session 13). So only a wait that someone waits for spins long; the others sleep on the
+// doorbell.
 void ShmDomain::waitForPeer(int peer, uint64_t epoch, const char* what) {
   RankCtl& theirs = ctl(peer);
   for (int i = 0; i < spinsBeforeYield_; ++i) {
