@@ -12,7 +12,6 @@
 
 namespace strata {
 
-// Thread-safe. wait() may be called from any thread, any number of times.
 // Counts the current thread in `counter` (if not null) for as long as it lives: a thread
 // that waits for a collective (or runs one itself) and so computes nothing meanwhile.
 class WaitCount {
@@ -26,6 +25,7 @@ class WaitCount {
   std::atomic<int>* counter_;
 };
 
+// Thread-safe. wait() may be called from any thread, any number of times.
 class Work {
  public:
   virtual ~Work() = default;
