@@ -22,6 +22,12 @@
 #                                 step waits for the slowest rank) over the 1-rank throughput
 #   # efficiency/sync_bound [host_shared] <model> <n>  Strata's n-rank throughput (default or
 #                                 host-shared) over n x that slowest run
+#   # efficiency lockstep_bound <model> <n>  tighter: every step (not only the whole run) waits
+#                                 for the slowest rank. The unconnected runs' step i durations
+#                                 paired by index, the mean of their maxima over the 1-rank
+#                                 step (an estimate: it takes the two cores' hiccups as unrelated)
+#   # efficiency/lockstep_bound [host_shared] <model> <n>  Strata over that pace: what is left
+#                                 below 1.00 is the communication itself
 #   # comm_cpu/step <model> <n>   CPU time of the communication thread per step over the step
 #                                 time: with a busy rank per core, compute time lost to it
 # This VM's per-core speed drifts by tens of percent within minutes, so a baseline measured
@@ -93,9 +99,14 @@ independent() {
     [ "$3" -le "$CORES" ] && pin=(taskset -c $((i - 1)))
     # Each run in its own directory: two jobs of one rank each would share runs/ otherwise.
     dirs+=("$(mktemp -d)")
-    (cd "${dirs[-1]}" && "${pin[@]}" "$bench" --model "$5" --steps "$(stepsFor "$5")" --batch 32 --threads "$4") >"${outs[-1]}" 2>&1 &
+    (cd "${dirs[-1]}" && "${pin[@]}" "$bench" --model "$5" --steps "$(stepsFor "$5")" --batch 32 --threads "$4" \
+      --step-times steps.txt) >"${outs[-1]}" 2>&1 &
   done
   wait
+  # Lockstep: step i of a synchronous job ends when its slowest rank's step i does. Pairing the
+  # unconnected runs' steps by index gives the pace lockstep alone would set on these cores.
+  lockstep=$(paste "${dirs[@]/%//steps.txt}" | awk -v batch=32 -v n="$3" \
+    'NF == n { m = $1; for (i = 2; i <= NF; i++) if ($i > m) m = $i; s += m; k++ } END { if (k) print batch * k / s }')
   rm -rf "${dirs[@]}"
   cat "${outs[@]}" | sed "s/^scaling /independent_run round=$2 /" >&2
   # "sum count slowest": a synchronous job of n ranks runs at its slowest core's pace.
@@ -104,7 +115,8 @@ independent() {
   rm -f "${outs[@]}"
   read -r sumValue runs slowest <<<"$sum"
   [ "${runs:-0}" = "$3" ] || { echo "run_scaling.sh: $3 independent runs of $5 printed ${runs:-0} results" >&2; exit 1; }
-  echo "$1 round=$2 model=$5 ranks=$3 threads=$4 samples_per_s=$sumValue slowest_samples_per_s=$slowest" | tee -a "$OUT"
+  [ -n "$lockstep" ] || { echo "run_scaling.sh: no step times from the independent runs of $5" >&2; exit 1; }
+  echo "$1 round=$2 model=$5 ranks=$3 threads=$4 samples_per_s=$sumValue slowest_samples_per_s=$slowest lockstep_samples_per_s=$lockstep" | tee -a "$OUT"
 }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -172,6 +184,11 @@ for r in $(seq 1 "$ROUNDS"); do
       roundLine "$r" "efficiency/sync_bound $model $n" "$(ratio "$sn" "$slow" "$n")"
       roundLine "$r" "efficiency/sync_bound host_shared $model $n" \
         "$(ratio "$(field scaling_host "$model" "$n" samples_per_s "$r")" "$slow" "$n")"
+      lock=$(field independent "$model" "$n" lockstep_samples_per_s "$r")
+      roundLine "$r" "efficiency lockstep_bound $model $n" "$(ratio "$lock" "$sb")"
+      roundLine "$r" "efficiency/lockstep_bound $model $n" "$(ratio "$sn" "$lock" "$n")"
+      roundLine "$r" "efficiency/lockstep_bound host_shared $model $n" \
+        "$(ratio "$(field scaling_host "$model" "$n" samples_per_s "$r")" "$lock" "$n")"
       roundLine "$r" "exposed_comm_fraction $model $n" "$(field scaling "$model" "$n" exposed_comm_fraction "$r")"
       roundLine "$r" "comm_cpu/step $model $n" "$(ratio "$(field scaling "$model" "$n" comm_cpu_ms "$r")" \
         "$(field scaling "$model" "$n" step_ms "$r")")"
@@ -184,7 +201,9 @@ for model in cnn mlp25m; do
   for n in $RANKS; do
     for name in "efficiency $model $n" "efficiency host_shared $model $n" "efficiency_vs_1rank_all_cores $model $n" "efficiency ddp $model $n" \
       "efficiency independent $model $n" "efficiency/independent $model $n" \
-      "efficiency sync_bound $model $n" "efficiency/sync_bound $model $n" "efficiency/sync_bound host_shared $model $n"; do
+      "efficiency sync_bound $model $n" "efficiency/sync_bound $model $n" "efficiency/sync_bound host_shared $model $n" \
+      "efficiency lockstep_bound $model $n" "efficiency/lockstep_bound $model $n" \
+      "efficiency/lockstep_bound host_shared $model $n"; do
       summary "$name"
     done
   done

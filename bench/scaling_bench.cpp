@@ -13,6 +13,10 @@
 // allreduce_ms when it shared its core with the training thread): with one busy rank per
 // core, this is CPU the compute did not get, however well the AllReduces overlap backward.
 //
+// --step-times FILE writes each timed step's duration in seconds, one per line (this rank's;
+// bench/run_scaling.sh pairs the steps of unconnected runs by index to estimate what lockstep
+// costs on these cores).
+//
 // exposed_comm_fraction: of the time the AllReduces ran (summed over ranks), the part the
 // training thread waited for, in [0, 1]. Per rank the exposed part is min(wait, run time):
 // a wait can outlast the AllReduces' run time by the time the communication thread took to
@@ -25,6 +29,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <vector>
 
 #include "strata/strata.h"
 
@@ -67,7 +73,7 @@ Workload makeWorkload(const std::string& model, int64_t batch) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model = "cnn", config, sharding = "none";
+  std::string model = "cnn", config, sharding = "none", stepTimesPath;
   int steps = 30, warmup = 5, threads = 0;
   int64_t batch = 32;
   CLI::App app{"Strata data-parallel weak-scaling benchmark"};
@@ -80,6 +86,7 @@ int main(int argc, char** argv) {
   app.add_option("--sharding", sharding,
                  "optimizer state: none | tensors (shard_optimizer_state) | host (and host_shared_parameters)")
       ->check(CLI::IsMember({"none", "tensors", "host"}));
+  app.add_option("--step-times", stepTimesPath, "write this rank's timed step durations (s), one per line");
   CLI11_PARSE(app, argc, argv);
   strata::init(argc, argv);
   Workload w = makeWorkload(model, batch);
@@ -88,6 +95,8 @@ int main(int argc, char** argv) {
                                    strata::DistributedOptimizerOptions{sharding == "none" ? 0 : 1, sharding == "host" ? 1 : 0});
   if (threads > 0) torch::set_num_threads(threads);  // after DistributedModel, which sets the default
   double compute = 0, other = 0, total = 0;
+  std::vector<double> stepSeconds;
+  stepSeconds.reserve(steps);
   for (int step = 0; step < warmup + steps; ++step) {
     if (step == warmup) {
       strata::world().barrier();
@@ -106,10 +115,16 @@ int main(int argc, char** argv) {
     if (step >= warmup) {
       compute += backwardDone;
       other += secondsSince(optStart);
-      total += secondsSince(start);
+      stepSeconds.push_back(secondsSince(start));
+      total += stepSeconds.back();
     }
   }
   strata::world().barrier();
+  if (!stepTimesPath.empty()) {
+    std::ofstream f(stepTimesPath);
+    for (double t : stepSeconds) f << t << '\n';
+    if (!f.flush()) throw std::runtime_error("--step-times: cannot write " + stepTimesPath);
+  }
   const auto s = dmodel.stats();
   // The slowest rank decides the step time.
   double perRank[6] = {total, compute, s.exposedSeconds, s.allreduceSeconds,
