@@ -128,10 +128,17 @@ class Group {
     size_t count = 0;
     const void* data = nullptr;
   };
+  // Where an asynchronous form runs. kHereIfIdle: on the calling thread, before the call
+  // returns, when nothing of this group is queued or running; the Work returned is then
+  // complete (an error is kept for wait(), as from the communication thread). For a caller
+  // that would wait for it at once (the last gradient bucket of a backward): it saves handing
+  // the operation to the communication thread and back, two wakeups and, where the two
+  // threads share a core, two context switches. Otherwise it is queued as kQueue.
+  enum class Launch { kQueue, kHereIfIdle };
   std::shared_ptr<Work> allreduceAsync(void* data, size_t count, DType dtype, ReduceOp op,
-                                       std::vector<InputPiece> ownPieces);
+                                       std::vector<InputPiece> ownPieces, Launch launch = Launch::kQueue);
   std::shared_ptr<Work> reduceScatterSharedAsync(void* in, void* out, size_t count, DType dtype, ReduceOp op,
-                                                 std::vector<InputPiece> ownPieces);
+                                                 std::vector<InputPiece> ownPieces, Launch launch = Launch::kQueue);
 
   // Tagged point-to-point. Messages between two ranks arrive in order; a receive whose
   // tag or size differs from the next message fails with MismatchError.

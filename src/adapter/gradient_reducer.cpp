@@ -260,8 +260,9 @@ void GradientReducer::onGradReady(int index) {
   if (!rebuilt_ && !rebuildDue_) readyOrder_.push_back(index);
   Bucket& bucket = buckets_[slots_[index].bucket];
   if (--bucket.pending <= 0) {
-    // Launch in bucket order on every rank, whatever order the buckets became ready in.
-    while (nextToLaunch_ < buckets_.size() && buckets_[nextToLaunch_].pending <= 0) launch(nextToLaunch_++);
+    // Launch in bucket order on every rank, whatever order the buckets became ready in. The
+    // last bucket is left to finish(), whose caller waits for it at once (see launch()).
+    while (nextToLaunch_ + 1 < buckets_.size() && buckets_[nextToLaunch_].pending <= 0) launch(nextToLaunch_++);
   }
   retireCompleted();
 }
@@ -272,10 +273,18 @@ void GradientReducer::launch(size_t b) {
   bucket.launchUs = observe::observers().nowUs();
   std::vector<Group::InputPiece> pieces = ownPieces(bucket);
   for (const auto& p : pieces) stats_.bytesReadInPlace += static_cast<int64_t>(p.count * bucket.flat.element_size());
+  // The last bucket is launched by finish(), which waits for it next: it runs on the caller's
+  // thread when nothing is in flight. That saves the hand-off to the communication thread and
+  // back (two wakeups, and two context switches where the threads share a core): the 2-rank
+  // CNN of bench/scaling_bench (3 ms steps, one bucket) ran 5-7 % faster on the default path
+  // (bench/RESULTS.md, session 14). Code between backward and finish() no longer overlaps
+  // with the last bucket, which on one core per rank it could not anyway.
+  const Group::Launch where = b + 1 == buckets_.size() ? Group::Launch::kHereIfIdle : Group::Launch::kQueue;
   if (averaged_) {
     bucket.work = group_.reduceScatterSharedAsync(bucket.flat.data_ptr(), averagedBase_ + byteOffsetOf(bucket),
                                                   static_cast<size_t>(bucket.flat.numel()),
-                                                  toDType(bucket.flat.scalar_type()), ReduceOp::kAvg, std::move(pieces));
+                                                  toDType(bucket.flat.scalar_type()), ReduceOp::kAvg, std::move(pieces),
+                                                  where);
   } else if (bucket.wireBuffer.defined()) {
     torch::NoGradGuard noGrad;
     bucket.wireBuffer.copy_(bucket.flat);
@@ -283,7 +292,7 @@ void GradientReducer::launch(size_t b) {
     bucket.work = allreduceAsync(bucket.wire, ReduceOp::kAvg, &group_);
   } else {
     bucket.work = group_.allreduceAsync(bucket.flat.data_ptr(), static_cast<size_t>(bucket.flat.numel()),
-                                        toDType(bucket.flat.scalar_type()), ReduceOp::kAvg, std::move(pieces));
+                                        toDType(bucket.flat.scalar_type()), ReduceOp::kAvg, std::move(pieces), where);
   }
 }
 
@@ -295,11 +304,12 @@ void GradientReducer::reduceNow() {
 
 void GradientReducer::finish() {
   if (!backwardActive_) return;
+  // The wait starts before the rest is launched: the last bucket may run right here.
+  const auto waitStart = std::chrono::steady_clock::now();
+  const int64_t waitStartUs = observe::observers().nowUs();
   // Parameters unused in this step never fired: their (zero or accumulated) gradients
   // are reduced with the rest.
   while (nextToLaunch_ < buckets_.size()) launch(nextToLaunch_++);
-  const auto waitStart = std::chrono::steady_clock::now();
-  const int64_t waitStartUs = observe::observers().nowUs();
   std::vector<observe::BucketRun> runs;
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket& b = buckets_[i];

@@ -102,14 +102,33 @@ struct Group::Impl {
     return work;
   }
 
+  // kHereIfIdle and nothing queued or running: runs fn now on this thread, recorded in a
+  // Work as the communication thread records what it runs. Else: enqueue.
+  std::shared_ptr<Work> launch(std::function<void()> fn, Group::Launch where) {
+    if (where == Group::Launch::kQueue || !idle()) return enqueue(std::move(fn));
+    auto work = std::make_shared<Work>();
+    work->countWaitsIn(callersWaiting);
+    WaitCount running(callersWaiting.get());  // a caller runs it: the waits need not sleep
+    std::exception_ptr error;
+    work->markStarted();
+    try {
+      std::lock_guard<std::mutex> lock(execMu);
+      fn();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    work->finish(error);
+    return work;
+  }
+
+  bool idle() {
+    std::lock_guard<std::mutex> lock(queueMu);
+    return inflight == 0;
+  }
+
   // Runs inline when nothing is queued (the fast path), else after the queued work.
   void run(std::function<void()> fn) {
-    bool idle;
-    {
-      std::lock_guard<std::mutex> lock(queueMu);
-      idle = inflight == 0;
-    }
-    if (idle) {
+    if (idle()) {
       WaitCount running(callersWaiting.get());
       std::lock_guard<std::mutex> lock(execMu);
       fn();
@@ -231,21 +250,21 @@ std::vector<collectives::InputPiece> toPieces(size_t count, const std::vector<Gr
 }  // namespace
 
 std::shared_ptr<Work> Group::allreduceAsync(void* data, size_t count, DType dtype, ReduceOp op,
-                                            std::vector<InputPiece> ownPieces) {
+                                            std::vector<InputPiece> ownPieces, Launch launch) {
   std::vector<collectives::InputPiece> checked = toPieces(count, ownPieces);
   const auto queued = impl_->comm->flightEnqueued(CollKind::kAllReduce, count, dtype, op, -1);
-  return impl_->enqueue([=, pieces = std::move(checked)] {
+  return impl_->launch([=, pieces = std::move(checked)] {
     impl_->comm->allReduce(data, data, count, dtype, op, queued, pieces);
-  });
+  }, launch);
 }
 
 std::shared_ptr<Work> Group::reduceScatterSharedAsync(void* in, void* out, size_t count, DType dtype, ReduceOp op,
-                                                      std::vector<InputPiece> ownPieces) {
+                                                      std::vector<InputPiece> ownPieces, Launch launch) {
   std::vector<collectives::InputPiece> checked = toPieces(count, ownPieces);
   const auto queued = impl_->comm->flightEnqueued(CollKind::kReduceScatterShared, count, dtype, op, -1);
-  return impl_->enqueue([=, pieces = std::move(checked)] {
+  return impl_->launch([=, pieces = std::move(checked)] {
     impl_->comm->reduceScatterShared(in, out, count, dtype, op, queued, pieces);
-  });
+  }, launch);
 }
 
 void Group::send(const void* data, size_t numBytes, int dst, uint64_t tag) {

@@ -249,6 +249,27 @@ TEST(DataParallelFeatures, StatsCountTheAllReducesTimeAndCpu) {
   EXPECT_EQ(model.stats().allreduceCpuSeconds, 0.0);
 }
 
+// The last bucket is launched by finish() and, with nothing else in flight, runs on the
+// training thread (Group::Launch::kHereIfIdle): its whole run is time the caller waited, so
+// with one bucket the exposed wait covers every AllReduce's run time (the two intervals nest).
+TEST(DataParallelFeatures, ALastBucketRunByTheCallerIsExposedTime) {
+  auto net = makeMlp(torch::kFloat32, 64);
+  DistributedModel model(net);
+  ASSERT_EQ(model.num_buckets(), 1u) << "this test needs a model that fits one bucket";
+  DistributedOptimizer opt(torch::optim::SGD(model.parameters(), 0.1), model);
+  model.reset_stats();
+  for (int step = 0; step < 4; ++step) {
+    auto [x, y] = globalBatch(step);
+    opt.zero_grad();
+    model.backward(torch::mse_loss(model(localSlice(x)), localSlice(y)));
+    opt.step();
+  }
+  const DistributedModel::Stats s = model.stats();
+  EXPECT_EQ(s.steps, 4);
+  EXPECT_GE(s.exposedSeconds, s.allreduceSeconds);
+  EXPECT_GT(s.exposedSeconds, 0.0);
+}
+
 TEST(DataParallelFeatures, DifferentModelsAreReportedByName) {
   torch::manual_seed(1);
   const int64_t hidden = strata::rank() == strata::size() - 1 && strata::size() > 1 ? 17 : 16;

@@ -404,6 +404,64 @@ TEST_F(StrataVsMpi, AllreduceAsyncLoopWaitEach) {
   }
 }
 
+// Launch::kHereIfIdle: with nothing queued the call runs on the caller's thread and returns a
+// completed Work; behind a queued operation it is queued too, so every rank keeps the order;
+// an error of a run on the caller's thread is kept for wait(), not thrown by the call.
+TEST_F(StrataVsMpi, HereIfIdleRunsOnTheCallerOrBehindTheQueue) {
+  using Launch = strata::Group::Launch;
+  strata::Group& world = strata::world();
+  const size_t count = 100003;
+  Buffer here = randomBuffer(DType::kFloat64, count, seedOf("here", 0, rank()), false);
+  Buffer hereWant(here.size());
+  ASSERT_EQ(MPI_Allreduce(here.data(), hereWant.data(), static_cast<int>(count), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+            MPI_SUCCESS);
+  std::shared_ptr<strata::Work> work;
+  EXPECT_TRUE(noThrow([&] {
+    work = world.allreduceAsync(here.data(), count, DType::kFloat64, ReduceOp::kSum, {}, Launch::kHereIfIdle);
+  }));
+  ASSERT_TRUE(work);
+  EXPECT_TRUE(work->isCompleted()) << "nothing was queued: it should have run before the call returned";
+  EXPECT_TRUE(noThrow([&] { work->wait(); }));
+  EXPECT_TRUE(sameValues(here, hereWant, DType::kFloat64));
+
+  // Behind a queued operation (of another size: run out of order, the sizes would not match).
+  const Buffer first = randomBuffer(DType::kInt32, 4099, seedOf("here-first", 0, rank()), false);
+  Buffer firstOut(first.size()), firstWant(first.size());
+  Buffer second = randomBuffer(DType::kInt64, 77, seedOf("here-second", 0, rank()), false);
+  Buffer secondWant(second.size());
+  ASSERT_EQ(MPI_Allreduce(first.data(), firstWant.data(), 4099, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Allreduce(second.data(), secondWant.data(), 77, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  std::shared_ptr<strata::Work> queued, behind;
+  EXPECT_TRUE(noThrow([&] {
+    queued = world.allreduceAsync(first.data(), firstOut.data(), 4099, DType::kInt32, ReduceOp::kSum);
+    behind = world.allreduceAsync(second.data(), 77, DType::kInt64, ReduceOp::kSum, {}, Launch::kHereIfIdle);
+    behind->wait(std::chrono::milliseconds(60000));
+    queued->wait(std::chrono::milliseconds(60000));
+  }));
+  EXPECT_TRUE(sameValues(firstOut, firstWant, DType::kInt32)) << "the queued operation";
+  EXPECT_TRUE(sameValues(second, secondWant, DType::kInt64)) << "the one behind it";
+
+  if (size() < 2) return;
+  // A failure (rank 1 passes another count, in a group of its own) reaches wait().
+  std::vector<int> all(static_cast<size_t>(size()));
+  for (int r = 0; r < size(); ++r) all[r] = r;
+  std::shared_ptr<strata::Group> group;
+  ASSERT_TRUE(noThrow([&] { group = strata::newGroup(all); }));
+  std::vector<float> data(4097, 1.0f);
+  const size_t myCount = rank() == 1 ? 4097 : 4096;
+  std::shared_ptr<strata::Work> failed;
+  EXPECT_TRUE(noThrow([&] {
+    failed = group->allreduceAsync(data.data(), myCount, DType::kFloat32, ReduceOp::kSum, {}, Launch::kHereIfIdle);
+  })) << "the call itself must not throw: the error belongs to its Work";
+  ASSERT_TRUE(failed);
+  EXPECT_TRUE(failed->isCompleted());
+  EXPECT_NE(failed->exception(), nullptr);
+  EXPECT_THROW(failed->wait(), strata::MismatchError);
+  MPI_Barrier(MPI_COMM_WORLD);
+  group.reset();
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 TEST_F(StrataVsMpi, OtherAsyncCollectivesMatchMpi) {
   strata::Group& world = strata::world();
   const size_t count = 4099;
