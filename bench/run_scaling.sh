@@ -28,8 +28,10 @@
 #                                 step (an estimate: it takes the two cores' hiccups as unrelated)
 #   # efficiency/lockstep_bound [host_shared] <model> <n>  Strata over that pace: what is left
 #                                 below 1.00 is the communication itself
-#   # comm_cpu/step <model> <n>   CPU time of the communication thread per step over the step
-#                                 time: with a busy rank per core, compute time lost to it
+#   # comm_cpu/step <model> <n>   CPU time in the AllReduces per step over the step time (the
+#                                 communication thread's, and the training thread's for a last
+#                                 bucket run in place): with a busy rank per core, what the
+#                                 bucket reduced during backward takes from compute
 # This VM's per-core speed drifts by tens of percent within minutes, so a baseline measured
 # minutes after the n-rank run says more about the drift than about scaling. Every round runs
 # each configuration once, back to back (1 rank, the 1-rank baselines, n ranks, the 1-rank

@@ -9,9 +9,11 @@
 // step = compute (forward + backward until the last gradient is produced, overlapped with
 // communication) + exposed communication (waiting for the AllReduces after backward) +
 // other (optimizer, zero_grad). Each *_ms figure is the maximum over ranks, taken on its own.
-// comm_cpu_ms: the CPU time the communication thread spent in the AllReduces per step (below
-// allreduce_ms when it shared its core with the training thread): with one busy rank per
-// core, this is CPU the compute did not get, however well the AllReduces overlap backward.
+// comm_cpu_ms: the CPU time spent in the AllReduces per step by the threads that ran them
+// (below allreduce_ms when the communication thread shared its core with the training
+// thread): with one busy rank per core, CPU the compute did not get, however well the
+// AllReduces overlap backward. Since session 14 the last bucket runs on the training thread
+// when nothing else is in flight, and its CPU (waiting for the peer included) counts here too.
 //
 // --step-times FILE writes each timed step's duration in seconds, one per line (this rank's;
 // bench/run_scaling.sh pairs the steps of unconnected runs by index to estimate what lockstep

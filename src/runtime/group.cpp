@@ -68,14 +68,7 @@ struct Group::Impl {
         item = std::move(queue.front());
         queue.pop_front();
       }
-      std::exception_ptr error;
-      item.second->markStarted();
-      try {
-        std::lock_guard<std::mutex> lock(execMu);
-        item.first();
-      } catch (...) {
-        error = std::current_exception();
-      }
+      std::exception_ptr error = execute(item.first, *item.second);
       {
         std::lock_guard<std::mutex> lock(queueMu);
         --inflight;
@@ -109,16 +102,21 @@ struct Group::Impl {
     auto work = std::make_shared<Work>();
     work->countWaitsIn(callersWaiting);
     WaitCount running(callersWaiting.get());  // a caller runs it: the waits need not sleep
-    std::exception_ptr error;
-    work->markStarted();
+    work->finish(execute(fn, *work));
+    return work;
+  }
+
+  // Runs fn under execMu, timed from here in `work`; returns its error (finishing `work` is
+  // the caller's, after its own bookkeeping).
+  std::exception_ptr execute(const std::function<void()>& fn, Work& work) {
+    work.markStarted();
     try {
       std::lock_guard<std::mutex> lock(execMu);
       fn();
     } catch (...) {
-      error = std::current_exception();
+      return std::current_exception();
     }
-    work->finish(error);
-    return work;
+    return nullptr;
   }
 
   bool idle() {
