@@ -27,7 +27,7 @@
 #                                 paired by index, the mean of their maxima over the 1-rank
 #                                 step (an estimate: it takes the two cores' hiccups as unrelated)
 #   # efficiency/lockstep_bound [host_shared] <model> <n>  Strata over that pace: what is left
-#                                 below 1.00 is the communication itself
+#                                 below 1.00 is the communication and what Strata adds to a step
 #   # comm_cpu/step <model> <n>   CPU time in the AllReduces per step over the step time (the
 #                                 communication thread's, and the training thread's for a last
 #                                 bucket run in place): with a busy rank per core, what the
