@@ -32,7 +32,8 @@
 #                                 communication thread's, and the training thread's for a last
 #                                 bucket run in place): with a busy rank per core, what the
 #                                 bucket reduced during backward takes from compute
-# This VM's per-core speed drifts by tens of percent within minutes, so a baseline measured
+# This VM's per-core speed drifts by tens of percent within minutes (bench/run_core_drift.sh
+# measures how far its cores drift apart), so a baseline measured
 # minutes after the n-rank run says more about the drift than about scaling. Every round runs
 # each configuration once, back to back (1 rank, the 1-rank baselines, n ranks, the 1-rank
 # baselines again; Strata then DDP), an efficiency is taken within its round against the mean
