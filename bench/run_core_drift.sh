@@ -17,6 +17,9 @@
 set -euo pipefail
 BUILD="${1:-build}"; PAIRS="${PAIRS:-20}"; MODEL="${MODEL:-cnn}"; STEPS="${STEPS:-600}"
 RESULTS_DIR="${OUT:-$(dirname "$0")/results}"
+for var in PAIRS STEPS; do
+  [[ "${!var}" =~ ^[1-9][0-9]*$ ]] || { echo "run_core_drift.sh: $var must be a positive integer, got '${!var}'" >&2; exit 2; }
+done
 BENCH=$(realpath "$BUILD/bench/scaling_bench" 2>/dev/null) ||
   { echo "missing $BUILD/bench/scaling_bench: cmake --build $BUILD --target scaling_bench" >&2; exit 1; }
 mkdir -p "$RESULTS_DIR"
