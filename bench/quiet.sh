@@ -50,3 +50,6 @@ bench_start() {
 # src/core/malloc_policy.cpp, docs/config.md): for runs that must allocate as Strata does
 # without calling strata::init (PyTorch DDP, step_ops_bench).
 RETAIN_GLIBC_TUNABLES="glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=2147483647"
+
+# median: the median of the numbers on stdin, one per line (run_scaling, run_core_drift).
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }

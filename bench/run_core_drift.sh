@@ -23,6 +23,8 @@ done
 BENCH=$(realpath "$BUILD/bench/scaling_bench" 2>/dev/null) ||
   { echo "missing $BUILD/bench/scaling_bench: cmake --build $BUILD --target scaling_bench" >&2; exit 1; }
 mkdir -p "$RESULTS_DIR"
+# shellcheck source=quiet.sh
+source "$(dirname "$0")/quiet.sh"
 CORES=$(nproc)
 LOG=$(mktemp); WORK=$(mktemp -d)
 trap 'rm -rf "$LOG" "$WORK"' EXIT
@@ -48,9 +50,8 @@ for k in $(seq 1 "$PAIRS"); do
   printf '%s\n' "${speeds[@]}" | awk -v k="$k" 'NR == 1 || $1 < lo { lo = $1 } NR == 1 || $1 > hi { hi = $1 }
     END { printf "drift pair=%d slowest/fastest=%.4f\n", k, lo / hi }'
 done | tee "$LOG"
-sed -nE 's/^drift pair=[0-9]+ slowest\/fastest=([0-9.]+)$/\1/p' "$LOG" | sort -g |
-  awk '{ v[NR] = $1; if ($1 < 0.90) below++ }
-    END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-          printf "# core_ratio slowest/fastest median: %.2f\n# core_ratio slowest/fastest min: %.2f\n", m, v[1]
-          printf "# pairs below 0.90: %d of %d\n", below, NR }'
+ratios=$(sed -nE 's/^drift pair=[0-9]+ slowest\/fastest=([0-9.]+)$/\1/p' "$LOG")
+printf '# core_ratio slowest/fastest median: %.2f\n' "$(median <<<"$ratios")"
+awk '{ if (NR == 1 || $1 < lo) lo = $1; if ($1 < 0.90) below++ }
+  END { printf "# core_ratio slowest/fastest min: %.2f\n# pairs below 0.90: %d of %d\n", lo, below, NR }' <<<"$ratios"
 } | tee "$RESULTS_DIR/core_drift.txt"

@@ -122,8 +122,6 @@ independent() {
   echo "$1 round=$2 model=$5 ranks=$3 threads=$4 samples_per_s=$sumValue slowest_samples_per_s=$slowest lockstep_samples_per_s=$lockstep" | tee -a "$OUT"
 }
 
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-
 # summary NAME: the median of the per-round values printed as "round <r> NAME: <v>".
 summary() {
   local name=$1 v
