@@ -28,6 +28,7 @@
 #include "runtime/job_secret.h"
 #include "runtime/flight.h"
 #include "runtime/launch.h"
+#include "runtime/output_dir_lock.h"
 #include "runtime/online_rules.h"
 #include "runtime/runtime_internal.h"
 #include "runtime/signals.h"
@@ -41,6 +42,9 @@ constexpr int64_t kMaxSlotBytes = int64_t{1} << 30;
 
 struct RuntimeState {
   config::JobConfig config;
+  // Rank 0: this job's claim on config.outputDir (runtime/output_dir_lock.h). Declared
+  // early so it is released last, after every writer of the directory has closed.
+  std::unique_ptr<FileLock> outputDirLock;
   runtime::LaunchInfo launch;
   std::shared_ptr<bootstrap::Store> store;
   std::vector<transport::PeerInfo> peers;
@@ -393,6 +397,8 @@ void initWith(config::JobConfig cfg, const InitOptions& options) {
   logDefaults.file = lc.file.value_or("");
   applyLogDefaults(logDefaults, s->launch.rank, s->host);
   logEffectiveSettings(*s);
+  s->outputDirLock = runtime::lockOutputDir(*s->store, s->launch.rank, s->launch.size, s->commOptions.timeout,
+                                            s->config.outputDir, s->host);
   startProfiler(*s);
   startRules(*s);
   // SIGTERM/SIGINT finish the step, checkpoint and exit (runtime/signals.h).

@@ -155,4 +155,34 @@ TEST_F(ExitStatus, ConfigErrorExits78UnderMpirunAndIsNotRestarted) {
   EXPECT_EQ(out.find("attempt 2"), std::string::npos) << "a config error was retried\n" << out;
 }
 
+// One job per output_dir (src/runtime/output_dir_lock.h). A second job started on a running
+// job's directory exits 78 on every rank, naming output_dir, its value and the running job's
+// rank 0; the running job trains on. Once that job is gone, even SIGKILLed, a job on the same
+// directory starts and finishes.
+TEST_F(ExitStatus, ASecondJobOnARunningJobsOutputDirExits78AndTheFirstTrainsOn) {
+  ChildProcess first(job(), dir_ + "/first.txt");
+  waitUntilTraining(first);
+  const std::string rank0 = std::to_string(std::atol(readWholeFile(pidFile(0)).c_str()));
+
+  ChildProcess second(job({}, 20), dir_ + "/second.txt");
+  int code = 0;
+  ASSERT_TRUE(second.wait(kWallLimit, &code)) << "hang\n" << second.output();
+  const std::string out = second.output();
+  EXPECT_EQ(code, strata::kExitConfigError) << out;
+  for (const std::string tag : {"[r0/2] ", "[r1/2] "}) {
+    const std::string refusal = tag + "output_dir \"" + dir_ + "\" is in use by another running job (the job of pid " +
+                                rank0 + " on host ";
+    EXPECT_NE(out.find(refusal), std::string::npos) << "no \"" << refusal << "\" in\n" << out;
+  }
+  EXPECT_TRUE(first.running()) << first.output();
+  EXPECT_EQ(readWholeFile(pidFile(0)), rank0 + "\n") << "the refused job wrote into the directory";
+
+  ::kill(static_cast<pid_t>(std::atol(rank0.c_str())), SIGKILL);
+  ASSERT_TRUE(first.wait(kWallLimit, &code)) << "hang\n" << first.output();
+  ChildProcess third(job({}, 20), dir_ + "/third.txt");
+  ASSERT_TRUE(third.wait(kWallLimit, &code)) << "hang\n" << third.output();
+  EXPECT_EQ(code, 0) << third.output();
+  EXPECT_EQ(lastValueOf(third.output(), "final:", "step"), "20") << third.output();
+}
+
 }  // namespace

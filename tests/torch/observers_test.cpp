@@ -6,6 +6,9 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -128,10 +131,33 @@ TEST(Observers, InterestAndClockComeFromTheObserversThatWantThem) {
   EXPECT_EQ(s.durUs, 800);
 }
 
+// A job of one process in a directory of its own: ctest runs these tests two at a time, and
+// two jobs may not share an output_dir (runtime/output_dir_lock.h).
+class PrivateJob {
+ public:
+  PrivateJob()
+      : dir_((std::filesystem::temp_directory_path() /
+              ("strata-observers-" + std::to_string(::getpid()) + "-" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+                 .string()) {
+    InitOptions options;
+    options.configJson = "{\"output_dir\": \"" + dir_ + "\"}";
+    strata::init(options);
+  }
+  ~PrivateJob() {
+    strata::finalize();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+ private:
+  std::string dir_;
+};
+
 // A real data-parallel step (one process) reports its events in the documented order,
 // with per-layer events when an observer wants them.
 TEST(Observers, ADataParallelStepReportsItsEventsInOrder) {
-  strata::init(InitOptions{});
+  PrivateJob job;
   {
     torch::manual_seed(1);
     torch::nn::Sequential net({{"fc1", torch::nn::Linear(4, 3)},
@@ -152,14 +178,13 @@ TEST(Observers, ADataParallelStepReportsItsEventsInOrder) {
         "gradientSync 1", "loss", "stepEnd 0", "gradients Sequential 4", "optimizerStep 0"};
     EXPECT_EQ(rec->events, expected);
   }
-  strata::finalize();
 }
 
 // smdebug's hook makes each top-level forward a step of the current mode: an evaluation
 // pass after training is EVAL steps (not forwards of the last TRAIN step), set_mode(PREDICT)
 // makes PREDICT steps, and a training forward outside step() is no step.
 TEST(Observers, EvaluationAndPredictionForwardsAreStepsOfTheirMode) {
-  strata::init(InitOptions{});
+  PrivateJob job;
   {
     torch::manual_seed(2);
     torch::nn::Sequential net({{"fc1", torch::nn::Linear(4, 3)}, {"relu", torch::nn::ReLU()}});
@@ -187,7 +212,6 @@ TEST(Observers, EvaluationAndPredictionForwardsAreStepsOfTheirMode) {
     EXPECT_EQ(steps, expected);
     EXPECT_EQ(model.steps_taken(), 1);  // training steps only (checkpoints, pipeline seeds)
   }
-  strata::finalize();
 }
 
 }  // namespace
