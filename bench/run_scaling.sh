@@ -11,6 +11,8 @@
 #   # efficiency host_shared <model> <n>  the same with dataparallel.shard_optimizer_state and
 #                                 host_shared_parameters (one parameter copy per host; the
 #                                 1-rank baseline is the same, where neither applies)
+#   # efficiency sharded <model> <n>  the same with dataparallel.shard_optimizer_state alone
+#                                 (whole tensors, parameters broadcast from their owners)
 #   # efficiency ddp <model> <n>  the same for PyTorch DDP, measured in this run
 #   # exposed_comm_fraction       see bench/scaling_bench.cpp (in [0, 1])
 #   # efficiency independent <model> <n>  the machine's ceiling: n unconnected 1-rank runs at
@@ -152,6 +154,9 @@ for r in $(seq 1 "$ROUNDS"); do
       strata scaling "$r" "$n" 0 "$model"
       # The same with the optimizer state sharded over one host-shared copy of the parameters.
       strata scaling_host "$r" "$n" 0 "$model" --sharding host
+      # And sharded by whole tensors alone (shard_optimizer_state; the parameters broadcast
+      # from their owners after each step): what that memory saving costs in speed.
+      strata scaling_sharded "$r" "$n" 0 "$model" --sharding tensors
       ddp ddp "$r" "$n" "$t" "$model"
     done
     # The same 1-rank baselines again: each efficiency divides by the mean of the runs before
@@ -176,6 +181,7 @@ for r in $(seq 1 "$ROUNDS"); do
       ind=$(field independent "$model" "$n" samples_per_s "$r")
       roundLine "$r" "efficiency $model $n" "$(ratio "$sn" "$sb" "$n")"
       roundLine "$r" "efficiency host_shared $model $n" "$(ratio "$(field scaling_host "$model" "$n" samples_per_s "$r")" "$sb" "$n")"
+      roundLine "$r" "efficiency sharded $model $n" "$(ratio "$(field scaling_sharded "$model" "$n" samples_per_s "$r")" "$sb" "$n")"
       roundLine "$r" "efficiency_vs_1rank_all_cores $model $n" "$(ratio "$sn" "$s1" "$n")"
       roundLine "$r" "efficiency ddp $model $n" "$(ratio "$dn" "$db" "$n")"
       roundLine "$r" "efficiency independent $model $n" "$(ratio "$ind" "$sb" "$n")"
@@ -200,7 +206,8 @@ done
 echo "# medians over $ROUNDS rounds:"
 for model in cnn mlp25m; do
   for n in $RANKS; do
-    for name in "efficiency $model $n" "efficiency host_shared $model $n" "efficiency_vs_1rank_all_cores $model $n" "efficiency ddp $model $n" \
+    for name in "efficiency $model $n" "efficiency host_shared $model $n" "efficiency sharded $model $n" \
+      "efficiency_vs_1rank_all_cores $model $n" "efficiency ddp $model $n" \
       "efficiency independent $model $n" "efficiency/independent $model $n" \
       "efficiency sync_bound $model $n" "efficiency/sync_bound $model $n" "efficiency/sync_bound host_shared $model $n" \
       "efficiency lockstep_bound $model $n" "efficiency/lockstep_bound $model $n" \
