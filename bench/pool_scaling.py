@@ -4,6 +4,11 @@
 # many runs the rounds of one run are still related (same minutes), so the uncertainty is
 # estimated by resampling whole runs (a cluster bootstrap), not rounds.
 #   /usr/bin/python3 bench/pool_scaling.py [--target 0.90] [--key "efficiency cnn 2" ...] FILE...
+# A key may name alternatives, "a|b": each file contributes the rounds of the first one it has
+# (since session 17 the script's "efficiency <model> <n>" divides by baselines on every core and
+# the former core-0 line is "efficiency_core0_baseline <model> <n>", so
+# "efficiency_core0_baseline cnn 2|efficiency cnn 2" pools the core-0 definition over old and
+# new files; pool "efficiency cnn 2" itself over files of one definition only).
 # Prints per key: runs, rounds, the pooled median of the rounds, a 90 % interval of it (2000
 # resamples of the runs, fixed seed: the same files give the same lines), how many run
 # medians and rounds reach the target, and the run medians' range; then
@@ -16,8 +21,11 @@ import sys
 
 DEFAULT_KEYS = [
     "efficiency cnn 2",
+    "efficiency_core0_baseline cnn 2",
+    "baseline core_ratio cnn",
     "efficiency host_shared mlp25m 2",
     "efficiency mlp25m 2",
+    "efficiency_core0_baseline mlp25m 2",
     "efficiency host_shared cnn 2",
     "efficiency sharded mlp25m 2",
     "efficiency ddp cnn 2",
@@ -29,9 +37,14 @@ DEFAULT_KEYS = [
 
 
 def rounds_of(path, key):
-    pattern = re.compile(r"^\[round \d+\] " + re.escape(key) + r": ([0-9.]+)$", re.M)
     with open(path) as f:
-        return [float(v) for v in pattern.findall(f.read())]
+        text = f.read()
+    for name in key.split("|"):
+        pattern = re.compile(r"^\[round \d+\] " + re.escape(name) + r": ([0-9.]+)$", re.M)
+        values = [float(v) for v in pattern.findall(text)]
+        if values:
+            return values
+    return []
 
 
 def interval(runs, resamples, seed):

@@ -7,7 +7,12 @@
 # (45 ms) gave 1-rank and 2-rank throughputs whose ratio swung 0.74-1.16 across ten paired
 # rounds, 300 steps 0.92-1.06 (bench/RESULTS.md, session 9).
 # Ends with the summary lines of issues 3 and 16:
-#   # efficiency <model> <n>      Strata: n-rank throughput / (n x 1-rank throughput, same threads per rank)
+#   # efficiency <model> <n>      Strata: n-rank throughput / (n x 1-rank throughput, same threads per
+#                                 rank), the 1-rank throughput measured on each core the n ranks run
+#                                 on (mpirun puts rank i on core i) and averaged over those cores
+#   # efficiency_core0_baseline <model> <n>  the same against 1-rank runs on core 0 only (where
+#                                 mpirun -np 1 binds; this script's definition until session 17)
+#   # baseline core_ratio <model>  the 1-rank baseline's slowest core over its fastest, this round
 #   # efficiency host_shared <model> <n>  the same with dataparallel.shard_optimizer_state and
 #                                 host_shared_parameters (one parameter copy per host; the
 #                                 1-rank baseline is the same, where neither applies)
@@ -69,6 +74,39 @@ stepsFor() { if [ "$1" = cnn ]; then echo "$CNN_STEPS"; else echo "$STEPS"; fi; 
 
 threadsFor() { local n=$1; echo $(( CORES / n > 0 ? CORES / n : 1 )); }
 
+# The cores an n-rank job runs on: mpirun maps rank i to core i (ranks beyond the cores share
+# them). A 1-rank baseline on core 0 alone measures that core, and this VM's cores drift
+# apart by up to 20 % for minutes, either one the slower (bench/run_core_drift.sh), so each
+# baseline is measured on every one of these cores and averaged: "n x the 1-rank throughput"
+# of n unequal cores is the sum of their 1-rank throughputs.
+coresOf() { seq 0 $(( ($1 < CORES ? $1 : CORES) - 1 )); }
+MAX_RANKS=$(printf '%s\n' $RANKS | sort -n | tail -1)
+
+# baseline RUNNER KIND ROUND THREADS MODEL: a 1-rank baseline (RUNNER strata or ddp) pinned to
+# each core in turn.
+baseline() {
+  local c
+  for c in $(coresOf "$MAX_RANKS"); do
+    pinCore=$c; "$1" "$2_c$c" "$3" 1 "$4" "$5"; pinCore=""
+  done
+}
+# baselineMean KIND MODEL ROUND N: the mean throughput of KIND's runs (before and after) on
+# the cores of an N-rank job.
+baselineMean() {
+  local c values=()
+  for c in $(coresOf "$4"); do
+    values+=("$(field "$1_c$c" "$2" 1 samples_per_s "$3")" "$(field "${1/baseline_/baseline_after_}_c$c" "$2" 1 samples_per_s "$3")")
+  done
+  printf '%s\n' "${values[@]}" | awk '{ s += $1; k++ } END { print s / k }'
+}
+# coreRatio KIND MODEL ROUND: the slowest core's baseline (before and after averaged) over the fastest.
+coreRatio() {
+  local c
+  for c in $(coresOf "$MAX_RANKS"); do
+    mean "$(field "$1_c$c" "$2" 1 samples_per_s "$3")" "$(field "${1/baseline_/baseline_after_}_c$c" "$2" 1 samples_per_s "$3")"
+  done | awk 'NR == 1 || $1 < lo { lo = $1 } NR == 1 || $1 > hi { hi = $1 } END { print lo / hi }'
+}
+
 # field KIND MODEL RANKS KEY ROUND: the value of KEY in that round's line.
 field() {
   local v
@@ -78,17 +116,22 @@ field() {
 }
 
 # strata KIND ROUND N THREADS MODEL [ARGS] / ddp KIND ROUND N THREADS MODEL: one run, tagged.
+# With pinCore set, the (1-rank) run is pinned to that core instead of mpirun's choice.
+pinCore=""
 strata() {
   local threadArg=() bind=()
   [ "$4" -gt 0 ] && threadArg=(--threads "$4")
   # One rank with every core: mpirun -np 1 binds its rank to one core (Strata then runs one
   # thread), so that run is unbound.
   [ "$3" = 1 ] && [ "$4" = 0 ] && bind=(--bind-to none)
+  [ -n "$pinCore" ] && bind=(--bind-to none taskset -c "$pinCore")
   mpirun -np "$3" "${bind[@]}" "$BUILD/bench/scaling_bench" --model "$5" --steps "$(stepsFor "$5")" --batch 32 "${threadArg[@]}" "${@:6}" |
     sed "s/^scaling /$1 round=$2 /" | tee -a "$OUT"
 }
 ddp() {
-  GLIBC_TUNABLES="$DDP_TUNABLES" /usr/bin/python3 "$(dirname "$0")/ddp_baseline.py" --model "$5" --ranks "$3" --steps "$(stepsFor "$5")" --batch 32 \
+  local pin=()
+  [ -n "$pinCore" ] && pin=(taskset -c "$pinCore")
+  GLIBC_TUNABLES="$DDP_TUNABLES" "${pin[@]}" /usr/bin/python3 "$(dirname "$0")/ddp_baseline.py" --model "$5" --ranks "$3" --steps "$(stepsFor "$5")" --batch 32 \
     --threads "$4" | sed "s/^ddp /$1 round=$2 /" | tee -a "$OUT"
 }
 
@@ -146,9 +189,9 @@ for r in $(seq 1 "$ROUNDS"); do
     # has (cores / n): a 1-rank run with all cores measures intra-op threading.
     for n in $RANKS; do
       t=$(threadsFor "$n")
-      if [ "$t" != "$CORES" ] && ! grep -qE "^baseline_t$t round=$r model=$model " "$OUT"; then
-        strata "baseline_t$t" "$r" 1 "$t" "$model"
-        ddp "ddp_baseline_t$t" "$r" 1 "$t" "$model"
+      if [ "$t" != "$CORES" ] && ! grep -qE "^baseline_t${t}_c0 round=$r model=$model " "$OUT"; then
+        baseline strata "baseline_t$t" "$r" "$t" "$model"
+        baseline ddp "ddp_baseline_t$t" "$r" "$t" "$model"
       fi
       independent independent "$r" "$n" "$t" "$model"
       strata scaling "$r" "$n" 0 "$model"
@@ -164,22 +207,24 @@ for r in $(seq 1 "$ROUNDS"); do
     # first order (one baseline alone moved 331 -> 396 samples/s between rounds, session 10).
     for t in $(for n in $RANKS; do threadsFor "$n"; done | sort -u); do
       [ "$t" = "$CORES" ] && continue
-      strata "baseline_after_t$t" "$r" 1 "$t" "$model"
-      ddp "ddp_baseline_after_t$t" "$r" 1 "$t" "$model"
+      baseline strata "baseline_after_t$t" "$r" "$t" "$model"
+      baseline ddp "ddp_baseline_after_t$t" "$r" "$t" "$model"
     done
   done
   for model in cnn mlp25m; do
     s1=$(field scaling "$model" 1 samples_per_s "$r"); d1=$(field ddp "$model" 1 samples_per_s "$r")
     for n in $RANKS; do
-      t=$(threadsFor "$n"); sb=$s1; db=$d1
+      t=$(threadsFor "$n"); sb=$s1; sb0=$s1; db=$d1
       if [ "$t" != "$CORES" ]; then
-        sb=$(mean "$(field "baseline_t$t" "$model" 1 samples_per_s "$r")" "$(field "baseline_after_t$t" "$model" 1 samples_per_s "$r")")
-        db=$(mean "$(field "ddp_baseline_t$t" "$model" 1 samples_per_s "$r")" \
-          "$(field "ddp_baseline_after_t$t" "$model" 1 samples_per_s "$r")")
+        sb=$(baselineMean "baseline_t$t" "$model" "$r" "$n")
+        sb0=$(baselineMean "baseline_t$t" "$model" "$r" 1)
+        roundLine "$r" "baseline core_ratio $model" "$(coreRatio "baseline_t$t" "$model" "$r")"
+        db=$(baselineMean "ddp_baseline_t$t" "$model" "$r" "$n")
       fi
       sn=$(field scaling "$model" "$n" samples_per_s "$r"); dn=$(field ddp "$model" "$n" samples_per_s "$r")
       ind=$(field independent "$model" "$n" samples_per_s "$r")
       roundLine "$r" "efficiency $model $n" "$(ratio "$sn" "$sb" "$n")"
+      roundLine "$r" "efficiency_core0_baseline $model $n" "$(ratio "$sn" "$sb0" "$n")"
       roundLine "$r" "efficiency host_shared $model $n" "$(ratio "$(field scaling_host "$model" "$n" samples_per_s "$r")" "$sb" "$n")"
       roundLine "$r" "efficiency sharded $model $n" "$(ratio "$(field scaling_sharded "$model" "$n" samples_per_s "$r")" "$sb" "$n")"
       roundLine "$r" "efficiency_vs_1rank_all_cores $model $n" "$(ratio "$sn" "$s1" "$n")"
@@ -206,7 +251,7 @@ done
 echo "# medians over $ROUNDS rounds:"
 for model in cnn mlp25m; do
   for n in $RANKS; do
-    for name in "efficiency $model $n" "efficiency host_shared $model $n" "efficiency sharded $model $n" \
+    for name in "efficiency $model $n" "efficiency_core0_baseline $model $n" "efficiency host_shared $model $n" "efficiency sharded $model $n" \
       "efficiency_vs_1rank_all_cores $model $n" "efficiency ddp $model $n" \
       "efficiency independent $model $n" "efficiency/independent $model $n" \
       "efficiency sync_bound $model $n" "efficiency/sync_bound $model $n" "efficiency/sync_bound host_shared $model $n" \
@@ -217,6 +262,7 @@ for model in cnn mlp25m; do
   done
 done
 for model in cnn mlp25m; do
+  grep -qF "] baseline core_ratio $model: " "$OUT" && summary "baseline core_ratio $model"
   for n in $RANKS; do
     summary "exposed_comm_fraction $model $n"
     summary "comm_cpu/step $model $n"
