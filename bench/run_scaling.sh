@@ -42,9 +42,9 @@
 # This VM's per-core speed drifts by tens of percent within minutes (bench/run_core_drift.sh
 # measures how far its cores drift apart), so a baseline measured
 # minutes after the n-rank run says more about the drift than about scaling. Every round runs
-# each configuration once, back to back (1 rank, the 1-rank baselines, n ranks, the 1-rank
-# baselines again; Strata then DDP), an efficiency is taken within its round against the mean
-# of the baselines before and after, and each summary line is the median over the rounds (the
+# each configuration once, back to back (1 rank, the 1-rank baselines on each core, n ranks,
+# the 1-rank baselines again; Strata then DDP), an efficiency is taken within its round against
+# the mean of the baselines before and after, and each summary line is the median over the rounds (the
 # per-round values are printed as `round` lines).
 # Strata applies its malloc policy (config memory.malloc, default "retain": freed memory stays in
 # the process, docs/config.md); DDP runs with the same glibc setting through GLIBC_TUNABLES so the
