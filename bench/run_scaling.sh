@@ -90,21 +90,20 @@ baseline() {
     pinCore=$c; "$1" "$2_c$c" "$3" 1 "$4" "$5"; pinCore=""
   done
 }
-# baselineMean KIND MODEL ROUND N: the mean throughput of KIND's runs (before and after) on
-# the cores of an N-rank job.
-baselineMean() {
-  local c values=()
-  for c in $(coresOf "$4"); do
-    values+=("$(field "$1_c$c" "$2" 1 samples_per_s "$3")" "$(field "${1/baseline_/baseline_after_}_c$c" "$2" 1 samples_per_s "$3")")
-  done
-  printf '%s\n' "${values[@]}" | awk '{ s += $1; k++ } END { print s / k }'
+# coreBaseline KIND MODEL ROUND CORE: KIND's throughput on CORE, the runs before and after averaged.
+coreBaseline() {
+  mean "$(field "$1_c$4" "$2" 1 samples_per_s "$3")" "$(field "${1/baseline_/baseline_after_}_c$4" "$2" 1 samples_per_s "$3")"
 }
-# coreRatio KIND MODEL ROUND: the slowest core's baseline (before and after averaged) over the fastest.
+# baselineMean KIND MODEL ROUND N: KIND's mean throughput over the cores of an N-rank job.
+baselineMean() {
+  local c
+  for c in $(coresOf "$4"); do coreBaseline "$1" "$2" "$3" "$c"; done | awk '{ s += $1; k++ } END { print s / k }'
+}
+# coreRatio KIND MODEL ROUND: the slowest core's baseline over the fastest's.
 coreRatio() {
   local c
-  for c in $(coresOf "$MAX_RANKS"); do
-    mean "$(field "$1_c$c" "$2" 1 samples_per_s "$3")" "$(field "${1/baseline_/baseline_after_}_c$c" "$2" 1 samples_per_s "$3")"
-  done | awk 'NR == 1 || $1 < lo { lo = $1 } NR == 1 || $1 > hi { hi = $1 } END { print lo / hi }'
+  for c in $(coresOf "$MAX_RANKS"); do coreBaseline "$1" "$2" "$3" "$c"; done |
+    awk 'NR == 1 || $1 < lo { lo = $1 } NR == 1 || $1 > hi { hi = $1 } END { print lo / hi }'
 }
 
 # field KIND MODEL RANKS KEY ROUND: the value of KEY in that round's line.
