@@ -44,8 +44,8 @@
 # minutes after the n-rank run says more about the drift than about scaling. Every round runs
 # each configuration once, back to back (1 rank, the 1-rank baselines on each core, n ranks,
 # the 1-rank baselines again; Strata then DDP), an efficiency is taken within its round against
-# the mean of the baselines before and after, and each summary line is the median over the rounds (the
-# per-round values are printed as `round` lines).
+# the mean of the baselines before and after, and each summary line is the median over the
+# rounds (the per-round values are printed as `round` lines).
 # Strata applies its malloc policy (config memory.malloc, default "retain": freed memory stays in
 # the process, docs/config.md); DDP runs with the same glibc setting through GLIBC_TUNABLES so the
 # two are compared on equal allocators (DDP_MALLOC=system runs DDP with glibc's defaults).
