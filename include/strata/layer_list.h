@@ -30,8 +30,9 @@
 // rank holds a copy; the copies' gradients are summed after backward (before the optimizer
 // step), so the copies stay bitwise equal.
 //
-// A factory may be called more than once (once to profile the layer on world rank 0, once
-// on each rank that holds it) and must build the same layer every time. A LayerList is a
+// A factory may be called more than once (once to profile the layer on the rank whose
+// provisional block holds it, pipeline/adapter/owner_profile.h, then on each rank that holds
+// it after planning) and must build the same layer every time. A LayerList is a
 // plain value: copy it freely. Not thread-safe.
 #pragma once
 

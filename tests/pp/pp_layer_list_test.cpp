@@ -120,7 +120,8 @@ TEST(LayerListBadInput, AFactoryThatThrowsFailsEveryRank) {
 }
 
 TEST(LayerListBadInput, AFactoryThatThrowsOnOneRankOnlyFailsEveryRank) {
-  // World rank 0 profiles every layer without trouble; the last rank cannot build its own.
+  // Each rank profiles the layers of its provisional block (owner_profile.h): the last rank's
+  // holds the head, whose factory fails there only; every other rank must fail too.
   const int last = strata::size() - 1;
   LayerList lm;
   lm.add<torch::nn::Embedding>("embed", kVocab, kWidth);
