@@ -191,6 +191,14 @@ std::string eventNodeKey(const FrameworkEvent& e) {
   return "rank-" + std::to_string(e.rank);
 }
 
+std::string eventHostKey(const FrameworkEvent& e) {
+  const std::string node = eventNodeKey(e);
+  if (e.node.empty() || e.rank < 0) return node;
+  const std::string suffix = "-" + std::to_string(e.rank);
+  if (node.size() <= suffix.size() || node.compare(node.size() - suffix.size(), suffix.size(), suffix) != 0) return node;
+  return node.substr(0, node.size() - suffix.size());
+}
+
 }  // namespace strata::rules
 
 namespace strata::rules {

@@ -161,5 +161,8 @@ bool isEvaluationStep(const FrameworkEvent& e);
 
 // A series key for framework events: the node id, or "rank-<r>" when the reader gives none.
 std::string eventNodeKey(const FrameworkEvent& e);
+// The host of a framework event, as system samples name it: the node id without its rank
+// suffix ("algo-1-0" of rank 0 -> "algo-1"); eventNodeKey when it has none.
+std::string eventHostKey(const FrameworkEvent& e);
 
 }  // namespace strata::rules

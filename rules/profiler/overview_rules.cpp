@@ -229,14 +229,15 @@ class OverallFrameworkMetrics final : public MetricRuleBase {
   }
 
   std::optional<std::string> missingData() const override {
-    if (report_.datapoints > 0) return std::nullopt;
+    if (events_ > 0) return std::nullopt;
     return std::string("no framework events (the timeline's framework_profile window saw no step)");
   }
 
   std::vector<Finding> invokeForWindow(const MetricWindow& w) override {
     for (const FrameworkEvent& e : *w.events) {
       breakdown_.add(e);
-      ++report_.datapoints;
+      ++events_;
+      if (!compat_) ++report_.datapoints;  // the reference never counts: its Datapoints stay 0
       const double dur = static_cast<double>(e.endUs - e.startUs);
       const std::string& phase = e.phase;
       if (containsNoCase(phase, "gpu") && !containsNoCase(phase, "cpu")) gpuCounts_ = static_cast<int>(breakdown_.gpu.size());
@@ -327,6 +328,7 @@ class OverallFrameworkMetrics final : public MetricRuleBase {
   }
 
   FrameworkBreakdown breakdown_;
+  int64_t events_ = 0;
   int gpuCounts_ = 1;
   int64_t startUs_ = -1, endUs_ = 0;
   double others_ = 0;

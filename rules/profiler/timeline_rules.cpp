@@ -266,8 +266,9 @@ class StepOutlier final : public MetricRuleBase {
 
 // ---------------------------------------------------------------------------------------------
 // Dataloader: the median number of data-loading processes running per second against the cores
-// (min_threshold..max_threshold % of them). Default mode counts processes and cores per node;
-// the reference pools all nodes.
+// (min_threshold..max_threshold % of them). Default mode counts processes per host (the ranks
+// of one host pooled: each rank's loader is its own process, and the ranks share the host's
+// cores) against the cores of a host; the reference pools all nodes.
 // Strata addition (default mode): the share of each step a rank spends waiting for its next
 // batch (DataLoaderIter slices, which end where the step begins), which catches a slow loader
 // whatever the number of loader processes: it fires when a rank's mean wait is more than
@@ -314,7 +315,7 @@ class Dataloader final : public MetricRuleBase {
         for (const auto& kv : perNode) cores_ = std::max(cores_, static_cast<int>(kv.second.size()));
       }
     }
-    std::map<std::pair<std::string, int64_t>, std::set<int64_t>> perSecond;  // (node, s) -> pids
+    std::map<std::pair<std::string, int64_t>, std::set<int64_t>> perSecond;  // (host, s) -> pids
     bool any = false;
     for (const FrameworkEvent& e : *w.events) {
       if (!any && parallel_.size() > kMaxParallelSamples) parallel_.clear();
@@ -326,8 +327,8 @@ class Dataloader final : public MetricRuleBase {
         any = true;
         ++report_.datapoints;
         loadTime_.push(static_cast<double>(e.endUs - e.startUs) / 1e6);
-        const std::string node = compat_ ? std::string() : eventNodeKey(e);
-        auto& pids = perSecond[{node, e.startUs / 1000000}];
+        const std::string host = compat_ ? std::string() : eventHostKey(e);
+        auto& pids = perSecond[{host, e.startUs / 1000000}];
         if (e.pid >= 0) pids.insert(e.pid);
         prefetch_ = nullptr;
       }

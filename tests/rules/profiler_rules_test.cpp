@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 
+#include "rules/profiler/metric_rule.h"
 #include "rules_test_util.h"
 
 namespace strata::rules::testing {
@@ -392,6 +394,51 @@ TEST(Dataloader, TooFewAndTooManyLoaders) {
   EXPECT_TRUE(runMetricRule("Dataloader", json::object(), loaderStream(1, 10)).findings.empty());  // patience 10
 }
 
+// `ranks` ranks for 20 s, each with one loader process of its own (its own pid, as a Strata
+// rank's DataLoaderIter events carry), rank r on host "algo-<hostOf(r)+1>" with 2 cores.
+std::unique_ptr<VectorMetricSource> rankLoaders(int ranks, int (*hostOf)(int)) {
+  auto src = std::make_unique<VectorMetricSource>();
+  std::set<int> hosts;
+  for (int r = 0; r < ranks; ++r) hosts.insert(hostOf(r));
+  for (int s = 0; s < 20; ++s) {
+    for (int h : hosts) addSnapshot(*src, kT0 + s * kSec, "algo-" + std::to_string(h + 1), Snapshot{{50, 50}, {}, {}, {}});
+    for (int r = 0; r < ranks; ++r) {
+      FrameworkEvent e = event(r, "DataLoaderIter", "DataLoaderIter", kT0 + s * kSec + r * 1000, 500);
+      e.node = "algo-" + std::to_string(hostOf(r) + 1) + "-" + std::to_string(r);
+      e.pid = 1000 + r;
+      src->push(e);
+    }
+  }
+  return src;
+}
+
+TEST(Dataloader, RanksOfOneHostShareItsCores) {
+  // 2 ranks on one 2-core host, each loading in its own process: 2 loaders for 2 cores, healthy
+  // (counted per rank it would be 1 for 2 cores, below 70%: a false alarm).
+  auto oneHost = runMetricRule("Dataloader", json::object(), rankLoaders(2, [](int) { return 0; }));
+  EXPECT_TRUE(oneHost.findings.empty()) << oneHost.findings[0].message;
+  EXPECT_EQ(oneHost.report["Details"]["dataloaders"], 2);
+  EXPECT_EQ(oneHost.report["Details"]["cores"], 2);
+  // The same ranks on two 2-core hosts: one loader per host, below 70% of its cores.
+  auto twoHosts = runMetricRule("Dataloader", json::object(), rankLoaders(2, [](int r) { return r; }));
+  ASSERT_FALSE(twoHosts.findings.empty());
+  EXPECT_EQ(twoHosts.report["Details"]["dataloaders"], 1);
+  // Compat pools every host, as the reference does: 2 loaders, 2 core names.
+  auto compat = runMetricRule("Dataloader", json::object(), analysedToTheEnd(rankLoaders(2, [](int r) { return r; })), true);
+  EXPECT_TRUE(compat.findings.empty());
+  EXPECT_EQ(compat.report["Details"]["dataloaders"], 2);
+}
+
+TEST(Dataloader, HostOfAnEvent) {
+  FrameworkEvent e = event(3, "DataLoaderIter", "DataLoaderIter", kT0, 1);
+  e.node = "algo-2-3";
+  EXPECT_EQ(eventHostKey(e), "algo-2");
+  e.node = "algo-2-13";  // another rank's suffix is not this rank's
+  EXPECT_EQ(eventHostKey(e), "algo-2-13");
+  e.node = "";
+  EXPECT_EQ(eventHostKey(e), "rank-3");
+}
+
 // `batches` steps of rank 0: a DataLoaderIter wait of `waitUs` ending where a step of
 // `stepUs` begins (as the profiler records them), on an 8-core host. The loader events span
 // less than `patience` seconds, so the reference's process count never judges them.
@@ -477,6 +524,18 @@ TEST(OverallFrameworkMetrics, BreakdownRanksAndLayers) {
   EXPECT_EQ(d["top_layers"][0]["name"], "fc1");
   EXPECT_NEAR(d["ranks"]["0"]["wait_s"].get<double>(), 1.0, 1e-9);
   EXPECT_NEAR(d["ranks"]["0"]["compute_s"].get<double>(), 6.0, 1e-9);
+  EXPECT_EQ(r.report["Datapoints"], 40);
+}
+
+TEST(OverallFrameworkMetrics, CompatReportsNoDatapointsAsTheReferenceDoes) {
+  // overall_framework_metrics.py never counts its events: Datapoints stays 0, and the rule has
+  // data all the same.
+  auto src = std::make_unique<VectorMetricSource>();
+  for (int s = 0; s < 10; ++s) src->push(stepEvent(0, s, kT0 + s * kSec, 800000));
+  auto r = runMetricRule("OverallFrameworkMetrics", json::object(), analysedToTheEnd(std::move(src)), true);
+  EXPECT_EQ(r.report["Datapoints"], 0);
+  EXPECT_EQ(r.summary.status, RuleStatus::kNoIssuesFound);
+  EXPECT_TRUE(r.report["Details"]["phase"].contains("Step:ModeKeys.TRAIN"));
 }
 
 TEST(ProfilerReport, OverridesAndSubRuleOutputs) {
