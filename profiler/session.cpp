@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/atomic_file.h"
 #include "core/logging.h"
 #include "profiler/layout.h"
 
@@ -325,6 +326,7 @@ bool markTrainingJobEnd(const std::string& outputDir) noexcept {
     const std::filesystem::path root = profilerRoot(outputDir);
     for (const char* dir : {"system", "framework"}) {
       std::filesystem::create_directories(root / dir);
+      createOutputFile((root / dir / kJobEndMarkerName).string());
       std::ofstream marker(root / dir / kJobEndMarkerName);
       if (!marker) throw std::runtime_error("cannot write " + (root / dir).string());
     }

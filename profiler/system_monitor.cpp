@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "core/atomic_file.h"
 #include "core/logging.h"
 #include "profiler/layout.h"
 
@@ -46,7 +47,7 @@ void SystemMetricsFileWriter::writeSample(int64_t timestampUs,
     const std::filesystem::path path = std::filesystem::path(root_) / rel;
     std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
-    file_ = std::fopen(path.c_str(), "a");
+    file_ = openOutputFile(path.string(), "a");
     if (file_ == nullptr)
       throw std::runtime_error("cannot open " + path.string() + ": " + std::strerror(errno));
     currentRelPath_ = rel;

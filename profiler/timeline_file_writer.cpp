@@ -90,7 +90,7 @@ void TimelineFileWriter::open(int64_t nowUs) {
   std::error_code ec;
   fs::create_directories(fs::path(tmpPath_).parent_path(), ec);
   if (!checkedLeftover_) recoverLeftover();
-  file_ = std::fopen(tmpPath_.c_str(), "w");
+  file_ = openOutputFile(tmpPath_, "w");
   if (file_ == nullptr) throwIo("open", tmpPath_);
   fileBytes_ = 0;
   openedAtUs_ = nowUs;
@@ -163,7 +163,7 @@ void StepTimeWriter::write(const std::vector<StepRecord>& steps) {
   if (file_ == nullptr) {
     std::error_code ec;
     fs::create_directories(fs::path(path_).parent_path(), ec);
-    file_ = std::fopen(path_.c_str(), "a");
+    file_ = openOutputFile(path_, "a");
     if (file_ == nullptr) throwIo("open", path_);
   }
   std::string text;

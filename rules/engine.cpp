@@ -190,6 +190,7 @@ void Engine::handle(Slot& slot, std::vector<Finding> findings, int64_t timestamp
       if (!log) {
         std::error_code ec;
         fs::create_directories(fs::path(options_.runDir) / "rule-output", ec);
+        createOutputFile((fs::path(options_.runDir) / "rule-output" / "findings.jsonl").string());
         log.open(fs::path(options_.runDir) / "rule-output" / "findings.jsonl", std::ios::app);
       }
       if (log) log << f.toJson().dump() << "\n";
@@ -499,6 +500,7 @@ void Engine::startRecord() const {
   // A new engine starts a new record: a re-run of `strata rules` replaces the old findings.
   std::error_code ec;
   fs::create_directories(fs::path(options_.runDir) / "rule-output", ec);
+  createOutputFile((fs::path(options_.runDir) / "rule-output" / "findings.jsonl").string());
   std::ofstream(fs::path(options_.runDir) / "rule-output" / "findings.jsonl", std::ios::trunc);
 }
 

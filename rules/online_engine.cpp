@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/atomic_file.h"
 #include "core/errors.h"
 #include "core/logging.h"
 #include "rules/builtin.h"
@@ -99,6 +100,7 @@ OnlineEngine::OnlineEngine(const std::vector<RuleSpec>& specs, OnlineEngineOptio
     std::error_code ec;
     fs::create_directories(fs::path(options_.runDir) / "rule-output" / "online", ec);
     // A fresh record for this run (an earlier run in the same folder may have left one).
+    createOutputFile((fs::path(options_.runDir) / "rule-output" / "online" / (options_.worker + ".jsonl")).string());
     std::ofstream(fs::path(options_.runDir) / "rule-output" / "online" / (options_.worker + ".jsonl"),
                   std::ios::trunc);
   }
@@ -196,6 +198,7 @@ void OnlineEngine::writeStats() const {
       {"tap_late_items", s.feed.lateItems},
       {"tap_training_thread_us", static_cast<double>(s.feed.producerNs) / 1e3},
       {"rules", rules}};
+  createOutputFile((fs::path(options_.runDir) / "rule-output" / "online" / (options_.worker + ".json")).string());
   std::ofstream(fs::path(options_.runDir) / "rule-output" / "online" / (options_.worker + ".json"))
       << j.dump(1) << "\n";
 }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli/command_registry.h"
+#include "core/atomic_file.h"
 #include "profiler/breakdown.h"
 
 namespace strata::cli {
@@ -62,6 +63,7 @@ int runBreakdown(const BreakdownArgs& args) {
   if (b.slowStage) std::printf("slow stage: %s\n", b.slowStage->evidence.c_str());
   if (b.stragglers.empty() && !b.slowStage) std::printf("no straggler rank and no slow stage\n");
   if (!args.json.empty()) {
+    createOutputFile(args.json);
     std::ofstream out(args.json);
     out << profiler::toJson(b).dump(1) << "\n";
     if (!out) {

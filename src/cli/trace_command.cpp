@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cli/command_registry.h"
+#include "core/atomic_file.h"
 #include "profiler/layout.h"
 #include "profiler/trace_merge.h"
 
@@ -24,6 +25,7 @@ int runTrace(const TraceArgs& args) {
     std::fprintf(stderr, "strata trace: no trace files under %s/framework\n", root.c_str());
     return 1;
   }
+  createOutputFile(args.output);  // the run's timelines: as private as they are
   std::ofstream out(args.output, std::ios::binary);
   if (out) profiler::writeMergedTrace(trace, out);
   out.close();

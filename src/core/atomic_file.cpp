@@ -32,6 +32,28 @@ void fsyncPath(const std::string& path) {
 
 }  // namespace
 
+std::FILE* openOutputFile(const std::string& path, const char* mode) {
+  const std::string m = mode;
+  int flags = O_WRONLY | O_CREAT | O_CLOEXEC;
+  if (m == "w" || m == "wb") flags |= O_TRUNC;
+  else if (m == "a" || m == "ab") flags |= O_APPEND;
+  else STRATA_THROW(Error, "openOutputFile(", path, "): mode \"", m, "\" is none of w, wb, a, ab");
+  const int fd = ::open(path.c_str(), flags, kOutputFileMode);
+  if (fd < 0) return nullptr;
+  std::FILE* f = ::fdopen(fd, mode);
+  if (f == nullptr) {
+    const int err = errno;
+    ::close(fd);
+    errno = err;
+  }
+  return f;
+}
+
+void createOutputFile(const std::string& path) noexcept {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, kOutputFileMode);
+  if (fd >= 0) ::close(fd);
+}
+
 std::string temporaryPathFor(const std::string& path) { return path + kTempMarker + std::to_string(getpid()); }
 
 bool isTemporaryName(const std::string& fileName) { return fileName.find(kTempMarker) != std::string::npos; }
@@ -47,7 +69,7 @@ void publishFile(const std::string& temporary, const std::string& target, Durabi
 AtomicFileWriter::AtomicFileWriter(std::string path, Durability durability)
     : path_(std::move(path)), tempPath_(temporaryPathFor(path_)), durability_(durability) {
   makeDirectories(parentOf(path_));
-  fd_ = ::open(tempPath_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  fd_ = ::open(tempPath_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kOutputFileMode);
   STRATA_CHECK(fd_ >= 0, "cannot create ", tempPath_, ": ", std::strerror(errno));
 }
 

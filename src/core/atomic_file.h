@@ -20,9 +20,18 @@
 // Threading: an AtomicFileWriter belongs to one thread; distinct paths may be written from
 // different threads. Failures throw strata::Error naming the path and the errno text, except
 // tryWriteFileAtomically, which reports them.
+//
+// Permissions: every file a job writes for others to read is created with kOutputFileMode
+// (0640: owner read-write, group read, others nothing; the umask may remove more), here and
+// through openOutputFile/createOutputFile for the files appended to in place (event files,
+// timelines, system metrics, rule logs). Checkpoints, trial files and reports hold training
+// data: they are not for every user of the machine (docs/security.md, "Files a job writes").
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +43,16 @@ enum class Durability {
   kFileSynced,   // fsync the file before the rename: after a power loss, the old or the whole new file
   kDurable,      // and fsync the directory after it: the new file survives a power loss
 };
+
+constexpr mode_t kOutputFileMode = 0640;
+
+// fopen(path, mode) that creates a missing file with kOutputFileMode; `mode` is "w", "wb",
+// "a" or "ab". nullptr (and errno) on failure. An existing file keeps its mode.
+std::FILE* openOutputFile(const std::string& path, const char* mode);
+// Creates `path` with kOutputFileMode when it does not exist, so that a std::ofstream opened
+// on it next does not create it with the umask's mode. Does nothing on failure (the open that
+// follows reports it).
+void createOutputFile(const std::string& path) noexcept;
 
 // The temporary name used for `path`, and whether a file name is one.
 std::string temporaryPathFor(const std::string& path);

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/atomic_file.h"
+
 namespace strata {
 namespace {
 
@@ -47,7 +49,7 @@ FileLock::Attempt FileLock::tryAcquire(const std::string& path, const std::strin
     attempt.detail = "cannot create " + parent.string() + ": " + ec.message();
     return attempt;
   }
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kOutputFileMode);
   if (fd < 0) {
     attempt.detail = failure("cannot open", path, errno);
     return attempt;

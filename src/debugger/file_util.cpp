@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/atomic_file.h"
 #include "core/errors.h"
 
 namespace strata::debugger {
@@ -15,7 +16,7 @@ namespace fs = std::filesystem;
 
 void touchFile(const std::string& path) {
   makeDirectories(fs::path(path).parent_path().string());
-  std::FILE* f = std::fopen(path.c_str(), "ab");
+  std::FILE* f = openOutputFile(path, "ab");
   STRATA_CHECK(f != nullptr, "cannot create \"", path, "\": ", std::strerror(errno));
   std::fclose(f);
 }
@@ -77,7 +78,7 @@ std::vector<std::string> listFilesRecursive(const std::string& dir) {
 }
 
 AppendFile::AppendFile(const std::string& path) : path_(path) {
-  file_ = std::fopen(path.c_str(), "wb");
+  file_ = openOutputFile(path, "wb");
   STRATA_CHECK(file_ != nullptr, "cannot open \"", path, "\" for writing: ", std::strerror(errno));
 }
 

@@ -114,6 +114,42 @@ TEST(AtomicFile, FailuresNameThePathAndKeepTheOldFile) {
   EXPECT_EQ(readText(path), "kept");
 }
 
+// Files a job writes are not for every user of the machine: created 0640 under the usual
+// umask 022 (which alone would give 0644), whatever way they are written.
+TEST(AtomicFile, OutputFilesAreNotReadableByOthers) {
+  TempDir dir;
+  const mode_t saved = ::umask(022);
+  auto modeOf = [](const std::string& path) {
+    struct stat st {};
+    EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+    return st.st_mode & 0777;
+  };
+  writeFileAtomically(dir.str() + "/atomic", "x", Durability::kAtomicOnly);
+  EXPECT_EQ(modeOf(dir.str() + "/atomic"), 0640u);
+  for (const char* mode : {"w", "wb", "a", "ab"}) {
+    const std::string path = dir.str() + "/opened_" + mode;
+    std::FILE* f = openOutputFile(path, mode);
+    ASSERT_NE(f, nullptr) << mode;
+    std::fputs("y", f);
+    std::fclose(f);
+    EXPECT_EQ(modeOf(path), 0640u) << mode;
+  }
+  createOutputFile(dir.str() + "/created");
+  std::ofstream(dir.str() + "/created") << "z";
+  EXPECT_EQ(modeOf(dir.str() + "/created"), 0640u);
+  // An existing file keeps its mode (and its content, for "a").
+  ::chmod((dir.str() + "/opened_a").c_str(), 0600);
+  std::FILE* again = openOutputFile(dir.str() + "/opened_a", "a");
+  ASSERT_NE(again, nullptr);
+  std::fputs("y", again);
+  std::fclose(again);
+  EXPECT_EQ(modeOf(dir.str() + "/opened_a"), 0600u);
+  EXPECT_EQ(readText(dir.str() + "/opened_a"), "yy");
+  EXPECT_EQ(openOutputFile(dir.str() + "/absent/file", "w"), nullptr);
+  EXPECT_THROW(openOutputFile(dir.str() + "/x", "r+"), Error);
+  ::umask(saved);
+}
+
 TEST(AtomicFile, ReadWholeFileNamesAMissingFile) {
   try {
     readWholeFile("/nonexistent/strata/file");

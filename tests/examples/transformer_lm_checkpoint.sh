@@ -7,7 +7,8 @@
 #     6 steps is within 1e-4 relative of the pipeline's;
 #   * a full checkpoint of the p=4 pipeline (--full-checkpoint: one file, model.pt, written by
 #     rank 0 stage by stage) resumes at p=2 and in one process with that hash too;
-#   * a checkpoint of a different model is refused on every rank, naming the parameter.
+#   * a checkpoint of a different model is refused on every rank, naming the parameter;
+#   * no checkpoint file is readable by other users.
 # One intra-op thread everywhere (see transformer_lm_start in lib.sh), so layouts compare.
 #   transformer_lm_checkpoint.sh MPIEXEC EXAMPLE EXAMPLE_DIR
 set -euo pipefail
@@ -38,6 +39,10 @@ echo "ok: p=4 (3 steps) -> data parallel (3 steps): loss $(loss_of "$dp") ~ $(lo
 run_np 4 p4.json --max-steps 3 --checkpoint-dir full4 --checkpoint-every 3 --full-checkpoint >/dev/null
 [ "$(kind_of full4)" = full ] || { echo "FAIL: --full-checkpoint at p=4 did not write a full checkpoint"; exit 1; }
 [ "$(files_of full4)" = "manifest.json model.pt " ] || { echo "FAIL: full checkpoint holds $(files_of full4)"; exit 1; }
+# Checkpoints are created 0640 (docs/security.md, "Files a job writes"): none readable by others.
+open=$(find ck4 full4 -type f -perm /o=r)
+[ -z "$open" ] || { echo "FAIL: checkpoint files readable by others: $open"; exit 1; }
+echo "ok: $(find ck4 full4 -type f | wc -l) checkpoint files, none readable by others"
 cp -r full4 full4-p1
 p2=$(run_np 2 "$CONFIGS/job_pipeline.json" --max-steps 6 --checkpoint-dir full4 --resume)
 same_hash "p=4 full checkpoint (3 steps) -> p=2 (3 steps)" "$p2" "p=2 (6 steps)" "$reference"
