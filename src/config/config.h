@@ -149,7 +149,7 @@ struct CollectivesConfig {
 struct SecurityConfig {
   bool encryptInterNodeTraffic = false;      // TLS between ranks of different hosts
   std::optional<std::string> jobSecretFile;  // mode 0600 or stricter; relative to the cwd
-  bool allowUnauthenticated = false;         // a multi-host env launch without a secret runs (warned)
+  bool allowUnauthenticated = false;         // an env launch without a secret runs (warned)
 };
 
 // Job-file defaults for logging; STRATA_LOG_* environment variables take precedence.

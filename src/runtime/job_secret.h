@@ -9,16 +9,17 @@
 // whitespace removed, is the secret.
 //
 // Without one:
-//   mpirun launch      rank 0 draws a random 256-bit secret and MPI shares it (MPI's own
-//                      launcher channel is trusted): authenticated, nothing to configure;
-//   env launch (torchrun-style variables) whose store is on a loopback MASTER_ADDR: runs
-//                      unauthenticated, rank 0 warns (only processes of this host can reach it);
-//   env launch over a network address: refused with a ConfigError saying how to give a
-//                      secret, unless security.allow_unauthenticated is true (then warned);
+//   mpirun launch      rank 0 draws a random 256-bit secret and delivers it to every rank by an
+//                      X25519 exchange over MPI (secret_exchange.h): never in clear, nothing to
+//                      configure; but with encrypt_inter_node_traffic across several hosts the
+//                      job is refused (an unauthenticated exchange cannot stop an active
+//                      attacker, which is what TLS is for): give it a secret;
+//   env launch (torchrun-style variables): refused with a ConfigError naming the ways to give
+//                      a secret, loopback MASTER_ADDR included (any local user could join),
+//                      unless security.allow_unauthenticated is true (then warned);
 //   single process     nothing to authenticate.
-// A demanding user expects a job reachable from the network to be closed to strangers by
-// default, and a clear one-line fix when it is not configured; a job confined to one host
-// runs without ceremony but says so.
+// A demanding user expects a job to be closed to strangers by default, and a clear one-line
+// fix when it is not configured.
 #pragma once
 
 #include <optional>
@@ -57,11 +58,30 @@ JobSecret loadJobSecret(const std::optional<std::string>& configFile);
 // Pure: what a job without a configured secret does.
 enum class NoSecretAction {
   kNone,      // a single process: nothing to authenticate
-  kGenerate,  // mpirun: rank 0 draws one, MPI shares it
-  kWarn,      // runs unauthenticated, rank 0 warns
-  kRefuse,    // ConfigError
+  kExchange,  // mpirun: rank 0 draws one, an X25519 exchange over MPI delivers it
+  kWarn,      // runs unauthenticated (security.allow_unauthenticated), rank 0 warns
+  kRefuse,    // ConfigError (noSecretRefusal)
 };
-NoSecretAction decideWithoutSecret(LaunchKind kind, bool storeOnLoopback, bool allowUnauthenticated);
+struct NoSecretSituation {
+  LaunchKind kind = LaunchKind::kSingle;
+  bool severalHosts = false;      // mpirun: the ranks' host names differ (known before the secret)
+  bool encryptInterHost = false;  // any rank asks for encrypt_inter_node_traffic
+  bool allowUnauthenticated = false;
+};
+NoSecretAction decideWithoutSecret(const NoSecretSituation& situation);
+// The ConfigError text of a refusal: why, and every way to give the job a secret.
+// `masterAddr` is the env launch's store address.
+std::string noSecretRefusal(const NoSecretSituation& situation, const std::string& masterAddr);
+
+// Pure: an upper estimate of a secret's entropy in bits, from its length and the smallest
+// character set that holds it (hex digits of one case 16, digits 10, else the sum of the
+// classes present: lower 26, upper 26, digits 10, other printable ASCII 33; any other byte
+// 256). `openssl rand -hex 32` gives 256; a passphrase of words has far less than its
+// estimate, so a secret below kMinSecretBits is surely weak, not the converse.
+double secretStrengthBits(const std::string& secret);
+constexpr double kMinSecretBits = 128;
+// The warning for a configured secret below kMinSecretBits, "" when it is not.
+std::string weakSecretWarning(const std::string& secret, SecretOrigin origin);
 
 // Pure, for mpirun launches (every rank tells whether it has a configured secret): "" when
 // all or none have one, else the error naming which ranks have none.

@@ -22,6 +22,8 @@
 #include "core/rank_tag.h"
 #include "core/auth.h"
 #include "core/build_config.h"
+#include "core/hex.h"
+#include "core/key_exchange.h"
 #include "profiler/session.h"
 #include "rules/online.h"
 #include "runtime/exit_status.h"
@@ -31,6 +33,7 @@
 #include "runtime/output_dir_lock.h"
 #include "runtime/online_rules.h"
 #include "runtime/runtime_internal.h"
+#include "runtime/secret_exchange.h"
 #include "runtime/signals.h"
 #include "runtime/stop.h"
 
@@ -124,29 +127,48 @@ std::shared_ptr<bootstrap::TcpStore> connectStore(const RuntimeState& s, const s
   return bootstrap::TcpStore::create(o);
 }
 
-// mpirun: ranks without a configured secret adopt the one rank 0 draws (MPI is the
-// launcher's trusted channel); some ranks with one and some without is a ConfigError.
-void shareSecretOverMpi(RuntimeState& s) {
+// mpirun: ranks without a configured secret get the one rank 0 draws, sealed for each over
+// MPI (runtime/secret_exchange.h: MPI's data path between hosts is plain TCP, so the secret
+// never crosses it in clear); some ranks with one and some without is a ConfigError, and so
+// is encryption across several hosts without one (runtime/job_secret.h).
+void shareSecretOverMpi(RuntimeState& s, bool severalHosts) {
   const bool mine = s.secret.origin != runtime::SecretOrigin::kNone;
-  const std::string offer = s.launch.rank == 0 && !mine ? auth::generateSecret() : std::string();
-  const std::vector<std::string> gathered = bootstrap::mpiAllGatherStrings((mine ? "1" : "0") + offer);
+  const auth::EphemeralKey key;
+  const std::vector<std::string> gathered =
+      bootstrap::mpiAllGatherStrings(runtime::encodeOffer({mine, s.commOptions.encryptInterHost, key.publicKey()}));
+  std::vector<runtime::SecretOffer> offers;
   std::vector<bool> has;
-  for (const auto& g : gathered) has.push_back(!g.empty() && g[0] == '1');
+  bool encrypt = false;
+  for (size_t r = 0; r < gathered.size(); ++r) {
+    offers.push_back(runtime::decodeOffer(gathered[r], static_cast<int>(r)));
+    has.push_back(offers.back().hasSecret);
+    encrypt |= offers.back().encryptInterHost;
+  }
   const std::string mismatch = runtime::secretPresenceMismatch(has);
   STRATA_CHECK_WITH(ConfigError, mismatch.empty(), mismatch);
-  if (!mine) s.secret = {gathered[0].substr(1), runtime::SecretOrigin::kGenerated};
+  if (mine) return;
+  const runtime::NoSecretSituation situation{runtime::LaunchKind::kMpi, severalHosts, encrypt,
+                                             s.config.security.allowUnauthenticated};
+  STRATA_CHECK_WITH(ConfigError, runtime::decideWithoutSecret(situation) == runtime::NoSecretAction::kExchange,
+                    runtime::noSecretRefusal(situation, ""));
+  const int rank = s.launch.rank;
+  const std::string secret = rank == 0 ? auth::generateSecret() : std::string();
+  const std::string sealed = rank == 0 ? runtime::sealForRanks(key, offers, secret) : std::string();
+  const std::string fromRank0 = bootstrap::mpiAllGatherStrings(sealed)[0];
+  s.secret = {rank == 0 ? secret : runtime::openFromRank0(key, offers[0].publicKey, rank, fromRank0),
+              runtime::SecretOrigin::kGenerated};
+  // Public: says which exchange a rank took part in (the multi-host capture test finds it on the wire).
+  STRATA_LOG(kInfo, kInit, "job secret: drawn by rank 0, sealed for each rank by X25519 (rank 0's public key ",
+             toHex(offers[0].publicKey), ")");
 }
 
-// Env launch without a configured secret: refused over the network unless allowed.
+// Env launch without a configured secret: refused unless allowed (then warned).
 void checkUnauthenticatedEnvLaunch(const RuntimeState& s) {
   if (s.secret.origin != runtime::SecretOrigin::kNone) return;
-  const bool loopback = runtime::isLoopbackHost(s.launch.masterAddr);
-  const auto action = runtime::decideWithoutSecret(s.launch.kind, loopback, s.config.security.allowUnauthenticated);
-  STRATA_CHECK_WITH(ConfigError, action != runtime::NoSecretAction::kRefuse, "the rendezvous store at MASTER_ADDR=",
-                    s.launch.masterAddr, " is reachable over the network but the job has no secret, so anyone who "
-                    "can reach it could join: set STRATA_JOB_SECRET (or STRATA_JOB_SECRET_FILE, or "
-                    "security.job_secret_file) to the same value on every rank, or set "
-                    "\"security\": {\"allow_unauthenticated\": true} to run unauthenticated (docs/security.md)");
+  const runtime::NoSecretSituation situation{s.launch.kind, false, s.commOptions.encryptInterHost,
+                                             s.config.security.allowUnauthenticated};
+  STRATA_CHECK_WITH(ConfigError, runtime::decideWithoutSecret(situation) != runtime::NoSecretAction::kRefuse,
+                    runtime::noSecretRefusal(situation, s.launch.masterAddr));
   if (s.launch.rank == 0) {
     STRATA_LOG(kWarn, kInit, "no job secret: the rendezvous store at ", s.launch.masterAddr, ":", s.launch.masterPort,
                " and the TCP connections are unauthenticated (any process that can reach them could join); set "
@@ -181,7 +203,7 @@ std::vector<std::string> rendezvous(RuntimeState& s, const std::string& myHost) 
     STRATA_CHECK_WITH(ConfigError, rank == l.rank && size == l.size, "MPI reports rank ", rank, "/", size,
                       " but the launcher's environment said ", l.rank, "/", l.size);
     const std::vector<std::string> hosts = bootstrap::mpiAllGatherStrings(myHost);
-    shareSecretOverMpi(s);
+    shareSecretOverMpi(s, !allEqual(hosts));
     // One host: everything over loopback; several: the address other hosts can dial.
     const std::string addr = allEqual(hosts) ? "127.0.0.1" : externalAddress();
     std::shared_ptr<bootstrap::TcpStore> store;
@@ -294,6 +316,8 @@ void logEffectiveSettings(const RuntimeState& s) {
              " host=", s.host, " local_rank=", s.localRank, "/", s.localSize, " node=", s.node, "/", s.numNodes);
   STRATA_LOG(kInfo, kInit, "security: job secret from ", runtime::secretOriginName(s.secret.origin),
              ", encrypt_inter_node_traffic=", s.commOptions.encryptInterHost ? "true" : "false");
+  const std::string weak = runtime::weakSecretWarning(s.secret.secret, s.secret.origin);
+  if (!weak.empty() && s.launch.rank == 0) STRATA_LOG(kWarn, kInit, weak);
   STRATA_LOG(kInfo, kInit, "collectives: timeout_ms=", s.commOptions.timeout.count(),
              " transport=", s.commOptions.transport, " allreduce_algo=", s.commOptions.allreduceAlgo,
              " shm_slot_bytes=", s.commOptions.shmSlotBytes, " chunk_bytes=", s.commOptions.chunkBytes);
@@ -496,6 +520,7 @@ void addFinalizer(std::function<void()> fn) { current().finalizers.push_back(std
 bool arriveAtFinalize(const std::string& key) { return arriveAt(current(), key); }
 std::shared_ptr<bootstrap::Store> rendezvousStore() { return current().store; }
 std::chrono::milliseconds waitTimeout() { return current().commOptions.timeout; }
+std::string jobSecretForCaptureTest() { return current().secret.secret; }
 }  // namespace runtime
 
 std::shared_ptr<Group> newGroup(const std::vector<int>& ranks) {

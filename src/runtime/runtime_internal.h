@@ -4,6 +4,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "config/config.h"
 
@@ -31,5 +32,10 @@ bool arriveAtFinalize(const std::string& key);
 std::shared_ptr<bootstrap::Store> rendezvousStore();
 // The bound of every blocking wait: collectives.timeout_ms, or STRATA_TIMEOUT_MS.
 std::chrono::milliseconds waitTimeout();
+
+// The job secret in force on this rank, for one test only: the multi-host capture test
+// (tests/multihost/secret_exchange.sh) searches every byte on the wire for it and the keys
+// derived from it. Nothing else may read it; never log it.
+std::string jobSecretForCaptureTest();
 
 }  // namespace strata::runtime

@@ -163,9 +163,44 @@ TEST(JobSecret, NetworkStoreWithoutASecretIsRefusedBeforeAnyConnection) {
     const std::string out = job[static_cast<size_t>(r)].output();
     EXPECT_TRUE(job[static_cast<size_t>(r)].exitedWith(2)) << job.report();
     EXPECT_NE(out.find("error-type: ConfigError"), std::string::npos) << out;
-    EXPECT_NE(out.find("reachable over the network but the job has no secret"), std::string::npos) << out;
+    EXPECT_NE(out.find("MASTER_ADDR=store.strata.invalid has no job secret, so anyone who can reach it could join"),
+              std::string::npos) << out;
     EXPECT_NE(out.find("STRATA_JOB_SECRET"), std::string::npos) << out;
   }
+}
+
+// Item 2 of issue 37: any user of the host could join a loopback store without a secret, so
+// it is refused the same way, naming the ways to give one; "allow_unauthenticated" opts out.
+TEST(JobSecret, LoopbackStoreWithoutASecretIsRefusedUnlessAllowed) {
+  const std::string dir = testDir();
+  Job job(dir);
+  writeFile(dir + "/allow.json", R"({"security": {"allow_unauthenticated": true}})");
+  const int refusedPort = freePort(), allowedPort = freePort();
+  ASSERT_GT(refusedPort, 0);
+  ASSERT_GT(allowedPort, 0);
+  auto noSecret = [](int r, int port, std::vector<std::string> extra) {
+    return with(cleanEnvironment(), with({"RANK=" + std::to_string(r), "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
+                                          "MASTER_PORT=" + std::to_string(port), "STRATA_TIMEOUT_MS=20000"},
+                                         extra));
+  };
+  for (int r = 0; r < 2; ++r) job.spawn("refused" + std::to_string(r), {kWorker, "--mode", "init"}, noSecret(r, refusedPort, {}));
+  for (int r = 0; r < 2; ++r)
+    job.spawn("allowed" + std::to_string(r), {kWorker, "--mode", "init"},
+              noSecret(r, allowedPort, {"STRATA_CONFIG=" + dir + "/allow.json"}));
+  ASSERT_TRUE(job.waitAll(milliseconds(60000))) << "hang\n" << job.report();
+  for (size_t r = 0; r < 2; ++r) {
+    const std::string out = job[r].output();
+    EXPECT_TRUE(job[r].exitedWith(2)) << job.report();
+    EXPECT_NE(out.find("error-type: ConfigError"), std::string::npos) << out;
+    EXPECT_NE(out.find("MASTER_ADDR=127.0.0.1 has no job secret, so any user of this host could join"),
+              std::string::npos) << out;
+    for (const char* way : {"STRATA_JOB_SECRET_FILE", "STRATA_JOB_SECRET in every rank's environment",
+                            "\"allow_unauthenticated\": true"})
+      EXPECT_NE(out.find(way), std::string::npos) << way << " in:\n" << out;
+    EXPECT_EQ(out.find("ready rank="), std::string::npos) << out;
+  }
+  for (size_t r = 2; r < 4; ++r) EXPECT_TRUE(job[r].exitedWith(0)) << job.report();
+  EXPECT_NE(job[2].output().find("no job secret: the rendezvous store"), std::string::npos) << job[2].output();
 }
 
 TEST(JobSecret, MpiexecWithAWrongSecretOnOneRankEndsTheJob) {

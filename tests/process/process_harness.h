@@ -282,12 +282,16 @@ inline std::vector<std::string> with(std::vector<std::string> env, const std::ve
   return env;
 }
 
-// torchrun's variables for one rank.
+// torchrun's variables for one rank, and a job secret (a torchrun-style launch without one is
+// refused: docs/security.md) unless `extra` sets STRATA_JOB_SECRET or STRATA_JOB_SECRET_FILE.
 inline std::vector<std::string> rankEnv(int rank, int size, int port, const std::vector<std::string>& extra) {
-  return with(cleanEnvironment(), with({"RANK=" + std::to_string(rank), "WORLD_SIZE=" + std::to_string(size),
-                                        "LOCAL_RANK=" + std::to_string(rank), "MASTER_ADDR=127.0.0.1",
-                                        "MASTER_PORT=" + std::to_string(port)},
-                                       extra));
+  std::vector<std::string> vars = {"RANK=" + std::to_string(rank), "WORLD_SIZE=" + std::to_string(size),
+                                   "LOCAL_RANK=" + std::to_string(rank), "MASTER_ADDR=127.0.0.1",
+                                   "MASTER_PORT=" + std::to_string(port)};
+  bool ownSecret = false;
+  for (const std::string& kv : extra) ownSecret = ownSecret || kv.rfind("STRATA_JOB_SECRET", 0) == 0;
+  if (!ownSecret) vars.push_back("STRATA_JOB_SECRET=process-test-" + std::to_string(port) + "-0123456789abcdef0123");
+  return with(cleanEnvironment(), with(vars, extra));
 }
 
 // Starts `size` workers with the same arguments.

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -103,20 +104,65 @@ TEST_F(SecretFile, LoadJobSecretFollowsTheEnvironment) {
 TEST(NoSecretTest, DecisionTable) {
   struct Case {
     LaunchKind kind;
-    bool loopback, allow;
+    bool severalHosts, encrypt, allow;
     NoSecretAction action;
   };
   const Case cases[] = {
-      {LaunchKind::kSingle, false, false, NoSecretAction::kNone},
-      {LaunchKind::kMpi, false, false, NoSecretAction::kGenerate},
-      {LaunchKind::kMpi, true, true, NoSecretAction::kGenerate},
-      {LaunchKind::kEnv, true, false, NoSecretAction::kWarn},
-      {LaunchKind::kEnv, false, false, NoSecretAction::kRefuse},
-      {LaunchKind::kEnv, false, true, NoSecretAction::kWarn},
+      {LaunchKind::kSingle, false, false, false, NoSecretAction::kNone},
+      {LaunchKind::kSingle, true, true, false, NoSecretAction::kNone},
+      {LaunchKind::kMpi, false, false, false, NoSecretAction::kExchange},
+      {LaunchKind::kMpi, true, false, false, NoSecretAction::kExchange},
+      {LaunchKind::kMpi, false, true, false, NoSecretAction::kExchange},  // one host: no TLS anyway
+      {LaunchKind::kMpi, true, true, false, NoSecretAction::kRefuse},
+      {LaunchKind::kMpi, true, true, true, NoSecretAction::kRefuse},  // no opt-out: give a secret
+      {LaunchKind::kEnv, false, false, false, NoSecretAction::kRefuse},  // loopback too
+      {LaunchKind::kEnv, false, false, true, NoSecretAction::kWarn},
+      {LaunchKind::kEnv, true, true, true, NoSecretAction::kWarn},
   };
   for (const Case& c : cases)
-    EXPECT_EQ(decideWithoutSecret(c.kind, c.loopback, c.allow), c.action)
-        << launchKindName(c.kind) << " loopback=" << c.loopback << " allow=" << c.allow;
+    EXPECT_EQ(decideWithoutSecret({c.kind, c.severalHosts, c.encrypt, c.allow}), c.action)
+        << launchKindName(c.kind) << " severalHosts=" << c.severalHosts << " encrypt=" << c.encrypt
+        << " allow=" << c.allow;
+}
+
+TEST(NoSecretTest, RefusalsNameEveryWayToGiveASecret) {
+  const std::string loopback = noSecretRefusal({LaunchKind::kEnv, false, false, false}, "127.0.0.1");
+  const std::string network = noSecretRefusal({LaunchKind::kEnv, false, false, false}, "node7");
+  const std::string mpi = noSecretRefusal({LaunchKind::kMpi, true, true, false}, "");
+  for (const std::string& text : {loopback, network, mpi}) {
+    for (const char* way : {"STRATA_JOB_SECRET_FILE", "job_secret_file", "STRATA_JOB_SECRET", "openssl rand -hex 32"})
+      EXPECT_NE(text.find(way), std::string::npos) << way << " in: " << text;
+  }
+  EXPECT_NE(loopback.find("MASTER_ADDR=127.0.0.1 has no job secret, so any user of this host could join"),
+            std::string::npos) << loopback;
+  EXPECT_NE(network.find("anyone who can reach it"), std::string::npos) << network;
+  for (const std::string& text : {loopback, network})
+    EXPECT_NE(text.find("\"allow_unauthenticated\": true"), std::string::npos) << text;
+  EXPECT_NE(mpi.find("encrypt_inter_node_traffic is on across several hosts"), std::string::npos) << mpi;
+  EXPECT_NE(mpi.find("not through `mpirun -x`"), std::string::npos) << mpi;
+}
+
+TEST(SecretStrengthTest, EstimatesAndTheWarning) {
+  struct Case {
+    std::string secret;
+    double bits;
+  };
+  const Case cases[] = {
+      {"", 0},
+      {"1234", 4 * std::log2(10.0)},
+      {std::string(64, 'a'), 256},                                     // lower-case hex
+      {std::string(32, 'F'), 128},                                     // `openssl rand -hex 16`, upper case
+      {"multihost-test", 14 * std::log2(26.0 + 33)},                   // lower + other
+      {"Correct-Horse-7", 15 * std::log2(26.0 + 26 + 10 + 33)},
+      {std::string("\x01\xff", 2), 16},                                // any byte
+  };
+  for (const Case& c : cases) EXPECT_NEAR(secretStrengthBits(c.secret), c.bits, 1e-9) << c.secret;
+  const std::string weak = weakSecretWarning("multihost-test", SecretOrigin::kEnvironment);
+  EXPECT_NE(weak.find("the job secret (from STRATA_JOB_SECRET) has at most 82 bits of entropy, below 128"),
+            std::string::npos) << weak;
+  EXPECT_NE(weak.find("openssl rand -hex 32"), std::string::npos) << weak;
+  EXPECT_EQ(weakSecretWarning(std::string(32, 'f'), SecretOrigin::kEnvFile), "");
+  EXPECT_EQ(weakSecretWarning("x", SecretOrigin::kGenerated), "");  // 256 random bits, hex
 }
 
 TEST(NoSecretTest, LoopbackHosts) {
