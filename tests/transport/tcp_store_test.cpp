@@ -58,22 +58,27 @@ TEST(TcpStoreTest, WaitingGetDoesNotBlockOtherClients) {
   auto server = TcpStore::create(kHost, 0, true, kTimeout);
   auto waiter = TcpStore::create(kHost, server->port(), false, kTimeout);
   auto other = TcpStore::create(kHost, server->port(), false, kTimeout);
+  // No clock: were the parked get to block the server, the other client's calls could only be
+  // served once it gave up (its 4 s timeout), and then the get would not see the key.
   std::atomic<bool> got{false};
+  std::string value;
   std::thread waiting([&] {
-    EXPECT_EQ(getString(*waiter, "late", milliseconds(4000)), "here");
+    try {
+      value = getString(*waiter, "late", milliseconds(4000));
+    } catch (const std::exception& e) {
+      value = std::string("get failed: ") + e.what();
+    }
     got = true;
   });
   std::this_thread::sleep_for(milliseconds(50));  // let the get park on the server
-  const auto start = Clock::now();
   for (int i = 0; i < 100; ++i) {
     other->add("busy", 1);
     setString(*other, "key" + std::to_string(i), "v");
   }
-  EXPECT_LT(elapsedSince(start).count(), 2000);
-  EXPECT_FALSE(got.load()) << "the get returned before the key was set";
+  EXPECT_FALSE(got.load()) << "the get returned before the key was set: " << value;
   setString(*other, "late", "here");
   waiting.join();
-  EXPECT_TRUE(got.load());
+  EXPECT_EQ(value, "here");
 }
 
 TEST(TcpStoreTest, GetTimesOutNamingTheKeyAndTheClientStaysUsable) {
@@ -149,7 +154,8 @@ TEST(TcpStoreTest, ConnectFailureNamesHostAndPort) {
     const std::string expected = std::string(kHost) + ":" + std::to_string(port);
     EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
   }
-  EXPECT_LT(elapsedSince(start).count(), 2000);
+  // It retries for its 300 ms, then gives up: within ten times that.
+  EXPECT_LT(elapsedSince(start).count(), 3000);
 }
 
 TEST(TcpStoreTest, ClientConnectsToAServerStartedLater) {
