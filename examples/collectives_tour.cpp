@@ -9,6 +9,7 @@
 #include <numeric>
 #include <vector>
 
+#include "strata/errors.h"
 #include "strata/group.h"
 #include "strata/runtime.h"
 
@@ -106,15 +107,8 @@ void otherCollectives(strata::Group& world) {
   world.barrier();
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  try {
-    strata::init(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  }
+// The tour itself: 0 when every check passed on every rank, else 1.
+int tour() {
   strata::Group& world = strata::world();
   if (strata::rank() == 0) {
     std::printf("Strata collectives tour: %d ranks on %d host(s); %s\n", strata::size(), strata::num_nodes(),
@@ -139,6 +133,21 @@ int main(int argc, char** argv) {
     std::printf("%s: %d checks per rank, %d failed across all ranks\n", failed == 0 ? "PASS" : "FAIL", checksRun,
                 failed);
   }
-  strata::finalize();
   return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+// An error (a bad job config, a wrong job secret, a failed peer) ends the rank with the code
+// docs/exit_status.md gives it: 78 for a config error, 1 otherwise.
+int main(int argc, char** argv) {
+  try {
+    strata::init(argc, argv);
+    const int code = tour();
+    strata::finalize();
+    return code;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return strata::exit_code_for(e);
+  }
 }

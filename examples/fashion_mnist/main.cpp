@@ -102,12 +102,10 @@ double testAccuracy(strata::DistributedModel& model, const fashion::FashionMnist
 int run(const Flags& flags) {
   const int64_t localBatch = flags.batchSize / strata::dp_size();
 
-  if (localBatch * strata::dp_size() != flags.batchSize || localBatch == 0) {
-    if (strata::rank() == 0)
-      std::fprintf(stderr, "error: --batch-size %lld must be a positive multiple of the %d data-parallel ranks\n",
-                   (long long)flags.batchSize, strata::dp_size());
-    return 2;
-  }
+  if (localBatch * strata::dp_size() != flags.batchSize || localBatch == 0)
+    throw strata::ConfigError("--batch-size " + std::to_string(flags.batchSize) +
+                              " must be a positive multiple of the " + std::to_string(strata::dp_size()) +
+                              " data-parallel ranks");
   fashion::FashionMnist train(flags.dataDir, fashion::FashionMnist::Split::kTrain);
   fashion::FashionMnist test(flags.dataDir, fashion::FashionMnist::Split::kTest);
   torch::manual_seed(flags.seed);
@@ -212,6 +210,6 @@ int main(int argc, char** argv) {
   app.add_option("--data-dir", flags.dataDir, "folder with the Fashion-MNIST .gz files");
   app.add_option("--slow-loader-ms", flags.slowLoaderMs, "sleep this long in the data loader per batch (tests)")
       ->check(CLI::NonNegativeNumber);
-  CLI11_PARSE(app, argc, argv);
+  if (const auto code = examples::parseFlags(app, argc, argv)) return *code;
   return examples::runWithStrata(argc, argv, [&flags] { return run(flags); });
 }

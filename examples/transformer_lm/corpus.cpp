@@ -5,6 +5,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "strata/errors.h"
+
 namespace lm {
 namespace {
 
@@ -44,7 +46,7 @@ std::vector<uint8_t> readCorpus(const std::string& dir) {
   for (const auto& entry : fs::directory_iterator(dir, ec))
     if (isTextFile(entry)) files.push_back(entry.path());
   if (ec || files.empty())
-    throw std::runtime_error("no text files in " + dir +
+    throw strata::ConfigError("no text files in " + dir +
                              (ec ? " (" + ec.message() + ")" : "") +
                              "; install Debian's fortunes package (apt-get install fortunes) or pass --data-dir");
   std::sort(files.begin(), files.end());
@@ -57,8 +59,8 @@ WindowOrder::WindowOrder(int64_t numBytes, int64_t seqLen, uint64_t seed) : seqL
   // A window at perm·(T+1) + shift, shift < T+1, must end inside the text.
   windows_ = numBytes / (seqLen + 1) - 1;
   if (windows_ < 2)
-    throw std::invalid_argument("the training text (" + std::to_string(numBytes) + " bytes) holds fewer than 2 windows of " +
-                                std::to_string(seqLen + 1) + " bytes: lower --seq-len");
+    throw strata::ConfigError("the training text (" + std::to_string(numBytes) + " bytes) holds fewer than 2 windows of " +
+                              std::to_string(seqLen + 1) + " bytes: lower --seq-len");
 }
 
 int64_t WindowOrder::start(int64_t index) {

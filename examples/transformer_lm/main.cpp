@@ -168,12 +168,9 @@ void printHeader(const Flags& flags, const lm::TextData& data) {
 }
 
 int run(const Flags& flags) {
-  if (flags.batchSize % strata::dp_size() != 0) {
-    if (strata::rank() == 0)
-      std::fprintf(stderr, "error: --batch-size %lld must be a multiple of the %d data-parallel replicas\n",
-                   (long long)flags.batchSize, strata::dp_size());
-    return 2;
-  }
+  if (flags.batchSize % strata::dp_size() != 0)
+    throw strata::ConfigError("--batch-size " + std::to_string(flags.batchSize) + " must be a multiple of the " +
+                              std::to_string(strata::dp_size()) + " data-parallel replicas");
   lm::TextData data(lm::readCorpus(flags.dataDir), flags.model.seqLen, flags.seed);
   const lm::GptModel gpt = lm::describeGpt(flags.model);
   torch::manual_seed(flags.seed);  // each layer's initial weights: from this seed and its path
@@ -260,11 +257,11 @@ int main(int argc, char** argv) {
   Flags flags;
   CLI::App app{"GPT-style byte-level language model on Debian's fortunes, trained with Strata"};
   addFlags(app, flags);
-  CLI11_PARSE(app, argc, argv);
+  if (const auto code = examples::parseFlags(app, argc, argv)) return *code;
   const std::string invalid = flags.model.invalidReason();
   if (!invalid.empty()) {
     std::fprintf(stderr, "error: %s\n", invalid.c_str());
-    return 2;
+    return strata::kExitConfigError;
   }
   return examples::runWithStrata(argc, argv, [&flags] { return run(flags); });
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The transformer_lm example refuses bad flags with a clear message and exit code 2 (or
-# CLI11's 105/109 for malformed or unknown options), before training anything.
+# The transformer_lm example refuses bad flags (and bad job configs) with a clear message and
+# exit code 78 (strata::kExitConfigError: `strata run` does not restart it), before training
+# anything.
 #   transformer_lm_flags.sh MPIEXEC EXAMPLE EXAMPLE_DIR
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -13,17 +14,17 @@ tiny() {
   for k in "${!v[@]}"; do printf '%s\n%s\n' "$k" "${v[$k]}"; done
 }
 
-# refuse EXPECTED_TEXT COMMAND...: the command must fail, print EXPECTED_TEXT and no final line.
+# refuse EXPECTED_TEXT COMMAND...: the command must exit 78, print EXPECTED_TEXT and no final line.
 refuse() {
   local expected="$1"; shift
   local out status=0
   out=$("$@" 2>&1) || status=$?
-  if [ "$status" -eq 0 ]; then echo "$out"; echo "FAIL: accepted: $*"; exit 1; fi
+  if [ "$status" -ne 78 ]; then echo "$out"; echo "FAIL: exit $status, not 78: $*"; exit 1; fi
   if ! grep -qF -- "$expected" <<<"$out"; then
     echo "$out"; echo "FAIL: '$*' did not say: $expected"; exit 1
   fi
   if grep -q '^final:' <<<"$out"; then echo "FAIL: '$*' trained anyway"; exit 1; fi
-  echo "ok (exit $status): $expected"
+  echo "ok (exit 78): $expected"
 }
 
 mapfile -t args < <(tiny --d-model 30 --heads 4); refuse "--d-model 30 is not a multiple of --heads 4" "$EXAMPLE" "${args[@]}"
