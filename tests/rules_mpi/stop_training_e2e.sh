@@ -52,6 +52,27 @@ stopped_same_step() {
   echo "$s0"
 }
 
+# stopped_soon NAME STOP: the stop came at most 2 steps after the step that showed the issue.
+# Rank 0 logs "StopTraining: RULE found an issue at step K" (the debugger's step, counted from
+# 0); "stopped at step STOP" counts the steps trained (from 1), so the last step trained is
+# STOP-1, and it must be at most K+2 (README: "one or two steps after"). A step count, not a
+# time.
+stopped_soon() {
+  local name="$1" stop="$2" k
+  k=$(sed -nE 's/.*StopTraining: [A-Za-z]+ found an issue at step ([0-9]+) .*/\1/p' "$WORK/$name.log" | head -1)
+  [ -n "$k" ] || fail "$name: rank 0 did not log the step of the finding"
+  [ $((stop - 1)) -le $((k + 2)) ] || fail "$name: the issue was found at step $k but the ranks trained until step $((stop - 1))"
+  echo "$name: the issue found at step $k, the last step trained $((stop - 1)) (at most $((k + 2)))"
+}
+
+# private_files NAME: no file the run wrote may be readable by other users (docs/security.md).
+private_files() {
+  local open
+  open=$(find "$WORK/$1" -type f -perm /o=r | head -5)
+  [ -z "$open" ] || fail "$1: files readable by others: $open"
+  echo "$1: $(find "$WORK/$1" -type f | wc -l) files, none readable by others"
+}
+
 status_of() {  # status_of RUN_DIR RULE
   /usr/bin/env python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["Status"])' "$1/rule-output/$2.json" 2>/dev/null \
     || sed -nE 's/.*"Status": *"([A-Za-z]+)".*/\1/p' "$1/rule-output/$2.json"
@@ -71,6 +92,7 @@ JSON
 cfg=$(config flat '[{"name": "LossNotDecreasing", "parameters": {"num_steps": 5}, "actions": ["StopTraining"]}]')
 run flat "$cfg" --lr 1e-9 --epochs 1
 step=$(stopped_same_step flat)
+stopped_soon flat "$step"
 grep -q '^rank 0 stopped at step [0-9]*: rule LossNotDecreasing: loss did not decrease' "$WORK/flat.log" \
   || fail "flat: rank 0's stop reason does not name LossNotDecreasing"
 grep -q '^rank 1 stopped at step [0-9]*: rule LossNotDecreasing: loss did not decrease.*(step [0-9]*, rank 0)' "$WORK/flat.log" \
@@ -85,6 +107,7 @@ cfg=$(config exploding '[{"name": "LossNotDecreasing", "parameters": {"num_steps
                           {"name": "ExplodingTensor", "actions": ["StopTraining"]}]')
 run exploding "$cfg" --lr 1e3 --epochs 1
 step=$(stopped_same_step exploding)
+stopped_soon exploding "$step"
 grep -qE '^rank 0 stopped at step [0-9]*: rule (ExplodingTensor|LossNotDecreasing): ' "$WORK/exploding.log" \
   || fail "exploding: rank 0's stop reason names neither ExplodingTensor nor LossNotDecreasing"
 echo "exploding: both ranks stopped at step $step"
@@ -116,6 +139,7 @@ echo "== healthy: $MPIEXEC -n 2 $EXAMPLE --config $WORK/healthy.json --epochs 1"
   || { cat "$WORK/healthy.log"; fail "healthy: the example exited with an error"; }
 grep -q '^final: step=937 ' "$WORK/healthy.log" || { cat "$WORK/healthy.log"; fail "healthy: the demo did not run its whole epoch"; }
 grep -q 'stopped at step' "$WORK/healthy.log" && fail "healthy: the run was stopped"
+private_files healthy  # trial, timelines, system metrics, rule outputs, the report
 for rule in LossNotDecreasing ExplodingTensor VanishingGradient Dataloader; do
   [ "$(status_of "$WORK/healthy" "$rule")" = NoIssuesFound ] || fail "healthy: $rule is $(status_of "$WORK/healthy" "$rule")"
 done
@@ -189,6 +213,7 @@ echo "unbalanced: LoadBalancing fired"
 sed -e "s#\"output_dir\": *\"[^\"]*\"#\"output_dir\": \"$WORK/diverging\"#" "$SOURCE_DIR/examples/fashion_mnist/job.json" > "$WORK/diverging.json"
 run diverging "$WORK/diverging.json" --lr 1e3 --max-steps 400
 step=$(stopped_same_step diverging)
+stopped_soon diverging "$step"
 echo "diverging: both ranks stopped at step $step of 400"
 
 # 8. A pipeline: the loss lives on the last stage (rank 1), whose in-process engine finds the
@@ -202,6 +227,7 @@ cat > "$WORK/pipe.json" <<JSON
 JSON
 run pipe "$WORK/pipe.json" --lr 1e-9 --epochs 1
 step=$(stopped_same_step pipe)
+stopped_soon pipe "$step"
 grep -q 'StopTraining: LossNotDecreasing found an issue at step [0-9]* (rank 1)' "$WORK/pipe.log" \
   || fail "pipe: rank 0 did not log the last stage's (rank 1) verdict"
 echo "pipe: both ranks stopped at step $step on the last stage's verdict"
