@@ -7,8 +7,14 @@
 //           busbw column uses the AllReduce's factor, so compare times), else an AllReduce
 //   mpi     MPI_Allreduce(MPI_IN_PLACE) on MPI_COMM_WORLD
 //   gloo    c10d::ProcessGroupGloo from libtorch, as torch.distributed "gloo" runs it
-//   memcpy  each rank copies its S bytes to a private buffer, all ranks concurrently:
-//           the "concurrent memcpy" bound of notes/collectives.md; its column is S/t.
+//   memcpy  each rank copies its S bytes to a private buffer, all ranks concurrently; its
+//           column is S/t. A copy writes lines it has not read (with write-allocate stores
+//           each costs a read too: 3 memory transfers per byte, 2 with glibc's non-temporal
+//           stores for large copies), so it is not the bound of an in-place AllReduce
+//   inplace each rank updates its S bytes in place (reads a line, writes it back), all ranks
+//           concurrently; its column is S/t. The traffic of shm_direct (per byte each rank
+//           reads 1 and writes 1, its writes to lines it has just read), so busbw/inplace <=
+//           2(n-1)/n bounds that path: about 1 at n = 2 (docs/collectives.md)
 // busbw = algbw * 2(n-1)/n. Usage: see bench/RESULTS.md or --help.
 // MPI is initialised here (--mpi-thread, default single: Open MPI is 0.3 us slower per small
 // call above that level) before strata::init, which then only bootstraps from it.
@@ -31,6 +37,7 @@ namespace {
 
 float* gBuf = nullptr;  // the in-place buffer of every implementation (Strata: unless --buffer shared)
 float* gDst = nullptr;  // memcpy destination
+float gInplaceAddend = 0;  // inplace adds it (0): a value the compiler cannot fold away
 float* gStrataBuf = nullptr;  // Strata's buffer: gBuf, or its shared buffer
 
 std::string envOr(const char* name, const char* fallback) {
@@ -114,6 +121,37 @@ sb::Impl memcpyImpl() {
   return {"memcpy", true, run, check, {}};
 }
 
+// Adds `a` to every element in place, 64 bytes an iteration in 16-byte vectors (the default
+// -O2 leaves a plain loop scalar, which would make the reference compute-bound, not
+// memory-bound like the reduction kernels, which are vectorised). `data` is page aligned.
+void addInPlace(float* data, size_t count, float a) {
+  using V = float __attribute__((vector_size(16)));
+  const V add = {a, a, a, a};
+  V* v = reinterpret_cast<V*>(data);
+  const size_t vectors = count / 4;
+  size_t i = 0;
+  for (; i + 4 <= vectors; i += 4) {
+    v[i] += add;
+    v[i + 1] += add;
+    v[i + 2] += add;
+    v[i + 3] += add;
+  }
+  for (; i < vectors; ++i) v[i] += add;
+  for (size_t j = vectors * 4; j < count; ++j) data[j] += a;
+}
+
+sb::Impl inplaceImpl() {
+  auto run = [](size_t count) { addInPlace(gDst, count, gInplaceAddend); };
+  auto check = [run](size_t count, uint32_t seed) {
+    for (size_t i = 0; i < count; ++i) gDst[i] = sb::seededValue(sb::mpiRank(), i, seed);
+    run(count);
+    int64_t wrong = 0;
+    for (size_t i = 0; i < count; ++i) wrong += gDst[i] != sb::seededValue(sb::mpiRank(), i, seed);
+    return wrong;
+  };
+  return {"inplace", true, run, check, {}};
+}
+
 std::string mpiLibrary() {
   char text[MPI_MAX_LIBRARY_VERSION_STRING];
   int len = 0;
@@ -161,12 +199,14 @@ int runMain(const sb::Options& opts) {
       impls.push_back(strataReduceScatterSharedImpl());
     else if (name == "mpi") impls.push_back(mpiImpl());
     else if (name == "memcpy") impls.push_back(memcpyImpl());
+    else if (name == "inplace") impls.push_back(inplaceImpl());
     else if (name == "gloo") {
       auto gloo = std::make_shared<sb::GlooBaseline>(sb::mpiRank(), n, strata::num_nodes() > 1);
       spec.headerNotes.push_back(std::string("gloo: ") + gloo->describe());
       impls.push_back(glooImpl(gloo));
     } else {
-      throw std::invalid_argument("unknown --impl " + name + " (strata, strata_private, strata_rs, mpi, gloo, memcpy)");
+      throw std::invalid_argument("unknown --impl " + name +
+                                  " (strata, strata_private, strata_rs, mpi, gloo, memcpy, inplace)");
     }
   }
   const int64_t wrong = sb::runBenchmark(opts, spec, impls);
@@ -189,7 +229,7 @@ int mpiThreadLevel(const std::string& name) {
 int main(int argc, char** argv) {
   sb::Options opts;
   try {
-    opts = sb::parseOptions(argc, argv, {"strata", "mpi", "gloo", "memcpy"});
+    opts = sb::parseOptions(argc, argv, {"strata", "mpi", "gloo", "memcpy", "inplace"});
   } catch (const std::logic_error& e) {  // bad flags (invalid_argument, out_of_range): every rank
     const char* r = std::getenv("OMPI_COMM_WORLD_RANK");
     if (!r || std::string(r) == "0") std::fprintf(stderr, "allreduce_bench: %s\n", e.what());

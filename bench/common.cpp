@@ -413,7 +413,7 @@ std::vector<size_t> byteCounts(const Options& opts, size_t elemBytes) {
 
 std::string usage() {
   return "usage: allreduce_bench [-b minbytes] [-e maxbytes] [-f factor] [-n iters] [-w warmup]\n"
-         "                       [-c 0|1] [--impl strata,mpi,gloo,memcpy] [--repeats R]\n"
+         "                       [-c 0|1] [--impl strata,mpi,gloo,memcpy,inplace] [--repeats R]\n"
          "                       [--budget-ms MS] [-J out.json] [--mpi-thread single]\n"
          "                       [--buffer private|shared] [--malloc keep|default]\n"
          "  sizes accept K/M/G suffixes; -n 0 / -w -1 (default) choose per size.\n";

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs the standard allreduce_bench set (builds nothing) and stores the outputs in
-# bench/results/:
+# Runs the standard allreduce_bench set (builds nothing) and stores the outputs in OUT (default
+# a new folder bench/results/allreduce_<date>_<time>, never over committed raw outputs):
 #   np2_run{1..R}.txt/.json  2 ranks, default transport, R runs (RUNS, default 3)
 #   np2_median.txt           per-column medians of those runs (ratios: median of per-run ratios)
 #   np4.txt                  4 ranks on this machine (oversubscribed when nproc < 4)
@@ -10,12 +10,12 @@
 # other processes used >= MAX_FOREIGN cores (default 0.15) during it; STRATA_* variables in
 # the environment apply to every run (e.g. STRATA_CHUNK_BYTES=524288 OUT=bench/results/c512).
 # Extra arguments go to every run, e.g.  bench/run_allreduce.sh -e 64M --repeats 7
-# Environment: BIN (default build/bench/allreduce_bench), RUNS, OUT (default bench/results),
+# Environment: BIN (default build/bench/allreduce_bench), RUNS, OUT (default: a new dated folder),
 #              QUIET_WAIT_S (default 60: wait up to this long for < 0.15 foreign cores).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="${BIN:-$ROOT/build/bench/allreduce_bench}"
-OUT="${OUT:-$ROOT/bench/results}"
+OUT="${OUT:-$ROOT/bench/results/allreduce_$(date +%Y-%m-%d_%H%M%S)}"
 RUNS="${RUNS:-3}"
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe)
 [[ -x "$BIN" ]] || { echo "missing $BIN: ninja -C build -j2 allreduce_bench" >&2; exit 1; }

@@ -3,7 +3,8 @@
 # per rank), first with sleep layers (timing of the executor and schedules, valid on a loaded
 # machine), then with real compute (only meaningful on a quiet machine: the load average is
 # recorded before and after). Usage: bench/run_pipeline.sh [BUILD_DIR] [STEPS] [WIDTH] [BATCH]
-# Stores the output in $OUT/pipeline.txt (OUT: default bench/results); ends with the summary
+# Stores the output in $OUT/pipeline.txt (OUT: default a new folder bench/results/pipeline_<date>_<time>,
+# never over committed raw outputs); ends with the summary
 # lines of issue 4 (and issue 14: "# bubble zero-bubble/1F1B p=2 m=8", idle time of zero_bubble
 # over 1F1B's, both from the schedule rows above).
 # The machine's speed drifts between rows (shared cores), so the bench steps its rows in
@@ -16,7 +17,7 @@ BUILD="${1:-build}"; STEPS="${2:-5}"; WIDTH="${3:-1536}"; BATCH="${4:-128}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 [ -x "$BUILD/bench/pipeline_bench" ] || { echo "missing $BUILD/bench/pipeline_bench: cmake --build $BUILD --target pipeline_bench" >&2; exit 1; }
-OUT="${OUT:-$(dirname "$0")/results}/pipeline.txt"
+OUT="${OUT:-$(dirname "$0")/results/pipeline_$(date +%Y-%m-%d_%H%M%S)}/pipeline.txt"
 mkdir -p "$(dirname "$OUT")"
 # shellcheck source=quiet.sh
 source "$(dirname "$0")/quiet.sh"

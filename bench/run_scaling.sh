@@ -49,13 +49,14 @@
 # Strata applies its malloc policy (config memory.malloc, default "retain": freed memory stays in
 # the process, docs/config.md); DDP runs with the same glibc setting through GLIBC_TUNABLES so the
 # two are compared on equal allocators (DDP_MALLOC=system runs DDP with glibc's defaults).
-# Everything printed is also stored in $OUT/scaling.txt (OUT: default bench/results).
+# Everything printed is also stored in $OUT/scaling.txt (OUT: default a new folder
+# bench/results/scaling_<date>_<time>, never over committed raw outputs).
 # The DDP baseline runs under /usr/bin/python3 (Debian's python3-torch; a python3 first on
 # PATH, e.g. pyenv's, does not see it). A missing measurement stops the script (exit 1).
 set -euo pipefail
 BUILD="${1:-build}"; STEPS="${2:-30}"; ROUNDS="${ROUNDS:-3}"; RANKS="${RANKS:-2 4}"
 CNN_STEPS="${CNN_STEPS:-$((STEPS * 20))}"
-RESULTS_DIR="${OUT:-$(dirname "$0")/results}"
+RESULTS_DIR="${OUT:-$(dirname "$0")/results/scaling_$(date +%Y-%m-%d_%H%M%S)}"
 mkdir -p "$RESULTS_DIR"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 [ -x "$BUILD/bench/scaling_bench" ] || { echo "missing $BUILD/bench/scaling_bench: cmake --build $BUILD --target scaling_bench" >&2; exit 1; }

@@ -54,7 +54,7 @@ def table(runs, title):
     med = statistics.median
     impls = list(dict.fromkeys(r["impl"] for r in runs[0]["rows"]))
     sizes = sorted({r["bytes"] for r in runs[0]["rows"]})
-    refs = [i for i in impls if i == "memcpy"]
+    refs = [i for i in impls if i in ("memcpy", "inplace")]
     coll = [i for i in impls if i not in refs]
     print(f"# {title}: median of {len(runs)} runs ({' '.join(r['name'] for r in runs)})")
     print("#" + " " * 39 + "".join(f"  {(' ' + i + ' ').center(24, '-')}" for i in coll))
