@@ -30,7 +30,7 @@
 
 #include "../examples/fashion_mnist/fashion_mnist.h"
 #include "strata/strata.h"
-#include "adapter/layer_instrumentation.h"
+#include "adapter/observe/layer_instrumentation.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // Pure timing decisions of the framework timeline's per-layer and per-bucket slices
-// (src/torch/layer_instrumentation.cpp gathers the timestamps and records the slices).
+// (src/adapter/observe/layer_instrumentation.cpp gathers the timestamps and records the slices).
 //
 // Backward per layer. libtorch runs a Sequential's backward layer by layer in reverse, and
 // a tensor hook on a layer's output fires when the gradient with respect to that output

@@ -1,5 +1,7 @@
 #include "rules/runner.h"
 
+#include <pthread.h>
+
 #include "core/logging.h"
 
 namespace strata::rules {
@@ -33,6 +35,7 @@ void RuleRunner::notifyStep(int64_t) {
 }
 
 void RuleRunner::loop() {
+  pthread_setname_np(pthread_self(), "strata-online");
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);

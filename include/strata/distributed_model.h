@@ -56,6 +56,10 @@
 
 namespace strata {
 
+namespace adapter {
+class Parallelism;
+}
+
 // The per-microbatch values a step function returned.
 struct StepOutput {
   std::vector<torch::Tensor> outputs;
@@ -211,7 +215,9 @@ class DistributedModel {
 
  private:
   friend class DistributedOptimizer;  // tells a pipeline which optimizer steps its parameters
-  torch::Tensor forwardUnobserved(const torch::Tensor& input);
+  // How this model trains (src/adapter/parallelism.h), chosen at construction.
+  adapter::Parallelism& parallelism() const;
+  int64_t lastStepGlobal() const;  // the global (observed) step of the last step()
   // Tag: `forward` is module->forward, so the per-layer instrumentation may run a
   // Sequential's children one by one in its place (a user's forward function may differ).
   struct ModulesOwnForward {};
@@ -220,8 +226,7 @@ class DistributedModel {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   void init(std::shared_ptr<torch::nn::Module> module, std::function<torch::Tensor(const torch::Tensor&)> forward,
-            DistributedModelOptions options, const torch::nn::Sequential* sequential);
-  StepOutput pipelineStep(const torch::Tensor& data, const torch::Tensor& target, const StepFn& fn);
+            DistributedModelOptions options, const torch::nn::Sequential* sequential, bool forwardIsModulesOwn);
 };
 
 namespace adapter {
@@ -294,6 +299,8 @@ class DistributedOptimizer {
  private:
   void shardIfReady();
   void shareHostIfReady();
+  // Collective: throws on every rank when the parameter set changed after sharding.
+  void checkParameterSet();
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   DistributedModel& model_;
   bool shardState_ = false;

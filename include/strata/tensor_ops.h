@@ -24,5 +24,7 @@ void barrier(Group* group = nullptr);
 DType toDType(const c10::ScalarType type);
 // Any tensor type Strata knows (the debugger's too: int8, int16, bool): false for others.
 bool dtypeOf(c10::ScalarType type, DType* out);
+// The tensor type of a strata dtype (the inverse of dtypeOf); throws for kString.
+c10::ScalarType scalarTypeOf(DType dtype);
 
 }  // namespace strata

@@ -39,6 +39,8 @@ bool parseModeName(const std::string& name, Mode* out);
 
 size_t dtypeBytes(DType dtype);   // element size; 0 for kString
 const char* dtypeName(DType dtype);  // "float32", "bfloat16", ...
+// Parses a dtypeName (exact); false when unknown.
+bool parseDTypeName(const std::string& name, DType* out);
 // Whether the collectives (allreduce, broadcast, ...) take buffers of this type.
 bool isCollectiveDType(DType dtype);
 const char* reduceOpName(ReduceOp op);

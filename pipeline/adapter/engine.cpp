@@ -10,7 +10,7 @@
 #include "core/errors.h"
 #include "core/logging.h"
 #include "pipeline/partitioner.h"
-#include "pipeline/adapter/agreement.h"
+#include "adapter/ops/agreement.h"
 #include "pipeline/adapter/owner_profile.h"
 #include "pipeline/adapter/profile.h"
 #include "pipeline/adapter/shape_probe.h"
@@ -153,16 +153,14 @@ void Engine::makePlan(const torch::Tensor& sampleMicrobatch, Group& world, doubl
   // armed for it): the last backward, or with a split backward the last W.
   for (const Instruction& in : program().instructions)
     if (in.op == Op::kBackward || in.op == Op::kBackwardWeight) lastBackward_ = {in.chunk, in.microbatch};
-  ExecutorSetup setup;
+  LayerStageSetup setup;
   setup.layers = &layers_;
   setup.chunks = chunks_;
-  setup.rank = ppRank_;
-  setup.partitions = mp_.partitions;
   setup.numStages = request.schedule.numStages();
-  setup.pipelineGroup = ppGroup_.get();
   setup.activationCheckpointing = mp_.activationCheckpointing;
   setup.splitBackward = request.schedule.kind == ScheduleKind::kZeroBubble;
-  executor_ = std::make_unique<Executor>(std::move(setup));
+  stage_ = std::make_unique<LayerStage>(std::move(setup));
+  executor_ = std::make_unique<Executor>(*stage_, ExecutorSetup{ppRank_, mp_.partitions, ppGroup_.get()});
 }
 
 // Each pipeline rank profiles its provisional block (owner_profile.h). The block is split by
@@ -257,7 +255,7 @@ void Engine::buildLocalLayers(Group& world) {
   } catch (const std::exception& e) {
     error = e.what();
   }
-  agreeOnError(world, error, "building this rank's layers");
+  adapter::agreeOnError(world, error, "building this rank's layers");
   for (size_t i = 0; i < layers_.size(); ++i) layers_[i].module = built[i];
   model_ = builder_->assemble(built).ptr();
   tieHandles_ = shareTiedTensors(layers_, ties_);
@@ -317,10 +315,6 @@ StepReport Engine::step(StepInputs inputs) {
   StepReport report = executor_->run(program(), inputs);
   tiedGradients_->finishStep();
   return report;
-}
-
-torch::Tensor Engine::forwardChunk(int chunk, int microbatch, const torch::Tensor& x) {
-  return executor_->forwardChunk(chunk, microbatch, x);
 }
 
 torch::Tensor Engine::inference(const torch::Tensor& input) {

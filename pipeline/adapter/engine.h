@@ -24,6 +24,7 @@
 #include "pipeline/plan.h"
 #include "pipeline/topology.h"
 #include "pipeline/adapter/executor.h"
+#include "pipeline/adapter/layer_stage.h"
 #include "pipeline/adapter/layers.h"
 #include "pipeline/adapter/model_builder.h"
 #include "pipeline/adapter/profile.h"
@@ -83,7 +84,6 @@ class Engine {
 
   // One training step (the StepInputs' shapes and seeds are filled in here).
   StepReport step(StepInputs inputs);
-  torch::Tensor forwardChunk(int chunk, int microbatch, const torch::Tensor& x);
   // Forward without autograd through the whole pipeline; every pipeline rank gets the
   // last stage's output. Collective over the pipeline group.
   torch::Tensor inference(const torch::Tensor& x);
@@ -119,7 +119,8 @@ class Engine {
   std::shared_ptr<Group> dpGroup_;
   PipelinePlan plan_;
   std::vector<ChunkRange> chunks_;
-  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<Stage> stage_;        // this rank's chunks: forward, backward, stash
+  std::unique_ptr<Executor> executor_;  // interprets the program over stage_
   std::pair<int, int> lastBackward_{0, 0};
   std::map<std::vector<int64_t>, std::vector<TensorShape>> shapeCache_;
 };

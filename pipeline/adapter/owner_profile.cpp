@@ -8,7 +8,7 @@
 
 #include "core/errors.h"
 #include "core/logging.h"
-#include "pipeline/adapter/agreement.h"
+#include "adapter/ops/agreement.h"
 
 namespace strata::pipeline {
 namespace {
@@ -38,7 +38,7 @@ void agreeOnProfileError(Group& world, const std::exception_ptr& error) {
   world.allreduce(&failing, &failing, 1, DType::kInt32, ReduceOp::kMin);
   if (failing == std::numeric_limits<int32_t>::max()) return;
   std::string message = kind + text;
-  broadcastString(world, message, failing);
+  adapter::broadcastString(world, message, failing);
   kind = message.front();
   message.erase(message.begin());
   if (kind == 'C')

@@ -12,7 +12,7 @@
 
 #include <vector>
 
-#include "pipeline/adapter/executor.h"
+#include "pipeline/adapter/stage.h"
 #include "pipeline/adapter/layers.h"
 #include "strata/group.h"
 

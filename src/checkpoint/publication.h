@@ -3,7 +3,7 @@
 // rank reported success and the shards its kind needs are all there; otherwise no manifest is
 // written and every rank learns the first failure.
 //
-// The records travel by allgather (synchronous saves, src/adapter/checkpoint.cpp) or through
+// The records travel by allgather (synchronous saves, src/adapter/checkpoint/checkpoint.cpp) or through
 // the rendezvous store (background writes, checkpoint/async_publish.h); the decision is the
 // same pure function for both. Everything here is pure and thread-safe.
 #pragma once

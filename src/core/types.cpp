@@ -36,6 +36,15 @@ const char* dtypeName(DType dtype) {
   return "?";
 }
 
+bool parseDTypeName(const std::string& name, DType* out) {
+  for (int d = 0; d <= static_cast<int>(DType::kString); ++d)
+    if (name == dtypeName(static_cast<DType>(d))) {
+      *out = static_cast<DType>(d);
+      return true;
+    }
+  return false;
+}
+
 bool isCollectiveDType(DType dtype) {
   switch (dtype) {
     case DType::kFloat32:

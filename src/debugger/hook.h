@@ -1,6 +1,6 @@
 // The debugger hook of one rank: decides which tensors are due at each step and hands them
 // to the background writer (specs/smdebug.md §1). Torch-free: tensors arrive as typed raw
-// buffers; src/torch/debugger_hook.cpp adapts torch::Tensor.
+// buffers; src/adapter/observe/debugger_hook.cpp adapts torch::Tensor.
 //
 // Step model (smdebug's): every beginStep() advances the global step by one and the step
 // counter of its mode by one; both start at 0. Collections are due on MODE steps (a

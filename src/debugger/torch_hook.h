@@ -1,5 +1,5 @@
 // The libtorch adapter of the debugger Hook, for the runtime's DistributedModel /
-// DistributedOptimizer / pipeline executor (implemented in src/torch/debugger_hook.cpp; this
+// DistributedOptimizer / pipeline executor (implemented in src/adapter/observe/debugger_hook.cpp; this
 // header is the only one in src/debugger that needs ATen, and only torch-linked code may
 // include it).
 //

@@ -16,7 +16,7 @@
 #include <mutex>
 #include <thread>
 
-#include "adapter/checkpoint_async.h"
+#include "adapter/checkpoint/checkpoint_async.h"
 #include "strata/checkpoint.h"
 #include "strata/exit_codes.h"
 #include "strata/strata.h"

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "adapter/tensor_shard.h"
+#include "adapter/checkpoint/tensor_shard.h"
 #include "strata/checkpoint.h"
 #include "strata/layer_list.h"
 #include "strata/strata.h"

@@ -36,7 +36,7 @@
 #include <string>
 #include <thread>
 
-#include "adapter/checkpoint_async.h"
+#include "adapter/checkpoint/checkpoint_async.h"
 #include "checkpoint/sha256.h"
 #include "strata/checkpoint.h"
 #include "strata/strata.h"

@@ -1,4 +1,4 @@
-// Per-layer instrumentation of a libtorch Sequential (src/torch/layer_instrumentation.h):
+// Per-layer instrumentation of a libtorch Sequential (src/adapter/observe/layer_instrumentation.h):
 // captured inputs/outputs equal a manual forward, read back by our trial reader and by the
 // independent Python decoder; the framework timeline has forward and backward per layer,
 // data loading and AllReduce slices, nested per track, only inside the profiling window, and
@@ -25,9 +25,9 @@
 #include "debugger/trial.h"
 #include "profiler/session.h"
 #include "profiler/timeline_reader.h"
-#include "adapter/job_observers.h"
-#include "adapter/layer_instrumentation.h"
-#include "adapter/observers.h"
+#include "adapter/observe/job_observers.h"
+#include "adapter/observe/layer_instrumentation.h"
+#include "adapter/observe/observers.h"
 
 namespace strata::instrument {
 namespace {

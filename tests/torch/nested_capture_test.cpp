@@ -12,9 +12,9 @@
 #include <algorithm>
 
 #include "../debugger/debugger_testing.h"
-#include "adapter/job_observers.h"
-#include "adapter/layer_instrumentation.h"
-#include "adapter/observers.h"
+#include "adapter/observe/job_observers.h"
+#include "adapter/observe/layer_instrumentation.h"
+#include "adapter/observe/observers.h"
 #include "debugger/torch_hook.h"
 #include "debugger/trial.h"
 #include "strata/debugger.h"

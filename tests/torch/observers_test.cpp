@@ -1,4 +1,4 @@
-// The step observers (src/adapter/observers.h): the fan-out with recording observers and no
+// The step observers (src/adapter/observe/observers.h): the fan-out with recording observers and no
 // model, then the events a real data-parallel step of DistributedModel reports, in order.
 #include <gtest/gtest.h>
 #include <torch/nn/modules/activation.h>
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "adapter/observers.h"
+#include "adapter/observe/observers.h"
 #include "strata/distributed_model.h"
 #include "strata/runtime.h"
 

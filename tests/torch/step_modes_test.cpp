@@ -1,9 +1,9 @@
-// The mode of a DistributedModel's steps and their numbering (src/adapter/step_modes.h):
+// The mode of a DistributedModel's steps and their numbering (src/adapter/observe/step_modes.h):
 // smdebug's model, where an evaluation pass after training is EVAL steps and set_mode picks
 // PREDICT.
 #include <gtest/gtest.h>
 
-#include "adapter/step_modes.h"
+#include "adapter/observe/step_modes.h"
 
 namespace strata::adapter {
 namespace {

@@ -1,4 +1,4 @@
-// The libtorch adapter (src/torch/debugger_hook.cpp): tensors of a real module saved under
+// The libtorch adapter (src/adapter/observe/debugger_hook.cpp): tensors of a real module saved under
 // smdebug's names, frozen parameters skipped, dtype conversion, strided and bf16 tensors,
 // and the user calls of include/strata/debugger.h. Links the `strata` library (libtorch);
 // kept out of debugger_test, which is torch-free.
