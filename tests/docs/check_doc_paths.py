@@ -7,7 +7,8 @@ A path is named when it starts with one of the repository's top-level folders (s
 bench/ ...) in any text, or is the target of a relative Markdown link ([x](exit_status.md),
 resolved from the page's folder). Globs (`tests/multihost/*.sh`) must match something;
 placeholders in angle brackets (`bench/results/<new dated folder>`, `flight/rank-<r>.json`)
-stand for any name, so only the part before them is checked. Existence is checked when the
+stand for any name, so only the part before them is checked, and so does a one-letter file
+name (`"collectives/x.h"`: any header there), whose folder is checked. Existence is checked when the
 test runs, so a file moved without its documents fails here. Prints each missing path with
 the page and line naming it; exits 1 when any is missing."""
 import glob
@@ -23,13 +24,8 @@ LINK = re.compile(r"\]\(([^)\s]+)\)")
 # Known to be missing, each with the page that names it and why it is allowed for now. An entry
 # whose path exists again (or whose page no longer names it) fails the check too, so the list
 # only shrinks.
-KNOWN_MISSING = {
-    # docs/architecture.md is being rewritten (issue 38); its table still names the old test paths.
-    ("docs/architecture.md", "tests/core/cost_model_test.cpp"),
-    ("docs/architecture.md", "tests/core/shard_plan_test.cpp"),
-    ("docs/architecture.md", "tests/core/bucket_assignment_test.cpp"),
-    ("docs/architecture.md", "tests/core/sampler_plan_test.cpp"),
-}
+# An entry: ("docs/page.md", "path/as/named"), with a comment saying why and until when.
+KNOWN_MISSING = set()
 
 
 def candidates(line):
@@ -46,6 +42,8 @@ def exists(root, path):
     path = path.rstrip(".,;:")  # the end of a sentence
     if "<" in path:  # a placeholder: the part before it must exist
         path = os.path.dirname(path[: path.index("<")] + "x")
+    elif len(os.path.splitext(os.path.basename(path))[0]) == 1:  # "collectives/x.h": its folder
+        path = os.path.dirname(path)
     if "{" in path or "*" in path:
         return bool(glob.glob(os.path.join(root, path.replace("{", "*").split("}")[0] + "*")
                               if "{" in path else os.path.join(root, path)))
