@@ -9,7 +9,7 @@
 #include <numeric>
 #include <vector>
 
-#include "strata/errors.h"
+#include "common/strata_main.h"
 #include "strata/group.h"
 #include "strata/runtime.h"
 
@@ -140,14 +140,4 @@ int tour() {
 
 // An error (a bad job config, a wrong job secret, a failed peer) ends the rank with the code
 // docs/exit_status.md gives it: 78 for a config error, 1 otherwise.
-int main(int argc, char** argv) {
-  try {
-    strata::init(argc, argv);
-    const int code = tour();
-    strata::finalize();
-    return code;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return strata::exit_code_for(e);
-  }
-}
+int main(int argc, char** argv) { return examples::runWithStrata(argc, argv, tour); }

@@ -1,5 +1,5 @@
 // The start and end of every example's main(): parse the command line, start Strata, train,
-// shut Strata down. An error anywhere (a bad flag, a bad job config, a wrong job secret, a
+// shut Strata down (torch-free: the collectives tour uses it too). An error anywhere (a bad flag, a bad job config, a wrong job secret, a
 // failed peer) is printed once per rank and ends the process with the code a scheduler and
 // `strata run` read (docs/exit_status.md): strata::exit_code_for(e), 78 (kExitConfigError)
 // for what a retry cannot fix, 1 (kExitFailed) for the rest.
@@ -11,7 +11,8 @@
 #include <exception>
 #include <optional>
 
-#include "strata/strata.h"
+#include "strata/errors.h"
+#include "strata/runtime.h"
 
 namespace examples {
 
