@@ -23,11 +23,12 @@
 #include "collectives/communicator.h"
 #include "strata/group.h"
 #include "strata/runtime.h"
+#include "transport/shm/ring_plan.h"
 
 namespace {
 
-using strata::collectives::P2pLinkKind;
 using strata::transport::Connection;
+using strata::transport::Kind;
 
 constexpr auto kWait = std::chrono::seconds(60);
 constexpr size_t kLatencyBytes = 8;
@@ -116,8 +117,8 @@ int run(const Args& args) {
   }
   auto& comm = world.communicator();
   const int peer = 1 - rank;
-  std::map<std::string, Connection*> links = {{"shm", comm.TEST_p2pConnection(peer, P2pLinkKind::kShm)},
-                                              {"tcp", comm.TEST_p2pConnection(peer, P2pLinkKind::kTcp)}};
+  std::map<std::string, Connection*> links = {{"shm", comm.TEST_p2pConnection(peer, Kind::kShm)},
+                                              {"tcp", comm.TEST_p2pConnection(peer, Kind::kTcp)}};
   for (const auto& [name, c] : links) {
     if (c == nullptr) {
       if (rank == 0) std::fprintf(stderr, "p2p_bench: no %s link (both ranks on one host, STRATA_TRANSPORT=auto?)\n", name.c_str());
@@ -133,7 +134,7 @@ int run(const Args& args) {
   std::map<std::string, std::map<size_t, double>> oneWayUs;
   if (rank == 0) {
     std::printf("# p2p_bench: ping-pong between 2 ranks on one host, median of %d trials, ring %zu bytes\n",
-                args.repeats, strata::collectives::p2pRingBytes(2, comm.options().p2pRingBytes));
+                args.repeats, strata::transport::shm::p2pRingBytes(2, comm.options().p2pRingBytes));
     std::printf("%10s %12s %10s %12s %10s %9s\n", "size", "shm_us", "shm_GB/s", "tcp_us", "tcp_GB/s", "shm/tcp");
   }
   for (size_t bytes : sizes) {

@@ -8,9 +8,10 @@
 #include "collectives/shm_algorithms.h"
 #include "collectives/shm_direct.h"
 #include "collectives/shm_domain.h"
-#include "collectives/shm_link.h"
+#include "collectives/transport_plan.h"
 #include "core/errors.h"
 #include "core/logging.h"
+#include "transport/shm/ring_plan.h"
 
 namespace strata::collectives {
 
@@ -64,11 +65,8 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<bootstrap::St
   c->store_ = store;
   if (opts.flight) c->joinFlightRecorder();
   const GroupTopology& t = c->topo_;
-  STRATA_CHECK_WITH(ConfigError, opts.transport == "auto" || opts.transport == "shm" || opts.transport == "tcp",
-                    "transport \"", opts.transport, "\" is not one of \"auto\", \"shm\", \"tcp\"");
-  STRATA_CHECK_WITH(ConfigError, !(opts.transport == "shm" && t.numHosts > 1),
-                    "transport \"shm\" was forced but the group spans ", t.numHosts, " hosts");
-  if (t.localRanks.size() > 1 && opts.transport != "tcp") {
+  const TransportPlan plan = planTransports(t, peers, opts);
+  if (plan.shmDomain) {
     ShmDomainOptions so;
     so.slotBytes = opts.shmSlotBytes;
     so.spinsBeforeYield = opts.shmSpinsBeforeYield;
@@ -81,50 +79,59 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<bootstrap::St
     c->opts_.chunkBytes = defaultChunkBytes(opts.shmSlotBytes, static_cast<int>(t.localRanks.size()), cores);
   }
   if (c->opts_.directBlockBytes == 0) c->opts_.directBlockBytes = defaultDirectBlockBytes();
-  const bool needTcp = t.worldSize > 1 && (opts.connectTcp || t.numHosts > 1 || opts.transport == "tcp");
-  if (needTcp) {
-    transport::TransportOptions to;
-    to.timeout = opts.timeout;
-    to.jobSecret = opts.jobSecret;
-    to.encryptInterHost = opts.encryptInterHost;
-    to.advertiseHost = opts.advertiseHost;
-    to.bindHost = opts.bindHost;
-    c->tcp_ = transport::makeTcpTransport(to);
-    std::vector<transport::PeerInfo> others;
-    for (const auto& p : peers)
-      if (p.rank != rank) others.push_back(p);
-    auto conns = c->tcp_->connect(*store, peers[rank], others);
-    c->conns_.resize(peers.size());
-    for (size_t i = 0; i < others.size(); ++i) c->conns_[others[i].rank] = std::move(conns[i]);
+  // The TCP mesh first (every other rank), then the point-to-point links of other kinds
+  // (shared memory: this host's ranks), each collective over the ranks it joins.
+  if (plan.tcpMesh) {
+    std::vector<int> others;
+    for (int r = 0; r < t.worldSize; ++r)
+      if (r != rank) others.push_back(r);
+    c->connect(transport::Kind::kTcp, peers, others);
     LinkSet& cross = c->crossLinks_;
     cross.timeout = opts.timeout;
     for (int r : t.crossHostRanks) {
       if (r < 0) continue;
       if (r == rank) cross.self = cross.size();
-      cross.conns.push_back(r == rank ? nullptr : c->conns_[r].get());
+      cross.conns.push_back(r == rank ? nullptr : c->link(transport::Kind::kTcp, r));
       cross.memberRanks.push_back(r);
     }
   }
-  c->connectP2p(peers);
+  c->p2pLinks_ = plan.p2p;
+  std::vector<int> shmPeers;
+  for (int r = 0; r < t.worldSize; ++r)
+    if (plan.p2p[r] == transport::Kind::kShm) shmPeers.push_back(r);
+  if (!shmPeers.empty()) c->connect(transport::Kind::kShm, peers, shmPeers);
   STRATA_LOG(kInfo, kInit, "group ", t.describe(), " shm=", c->shm_ ? "on" : "off",
-             " tcp_connections=", c->conns_.empty() ? 0 : t.worldSize - 1, " p2p_shm_links=",
-             std::count(c->p2pLinks_.begin(), c->p2pLinks_.end(), P2pLinkKind::kShm));
+             " tcp_connections=", c->tcpLinks().empty() ? 0 : t.worldSize - 1, " p2p_shm_links=", shmPeers.size());
   return c;
 }
 
-// Shared-memory links to the ranks of this host (collective over them), TCP to the others.
-void Communicator::connectP2p(const std::vector<transport::PeerInfo>& peers) {
-  p2pLinks_ = chooseP2pLinks(topo_, shm_ != nullptr, opts_.p2pTransport);
-  if (std::find(p2pLinks_.begin(), p2pLinks_.end(), P2pLinkKind::kShm) == p2pLinks_.end()) return;
-  std::vector<pid_t> pids;
-  for (int r : topo_.localRanks) pids.push_back(peers[r].pid);
-  const int localSize = static_cast<int>(topo_.localRanks.size());
-  shmLinks_ = std::make_unique<ShmLinkSet>(*shm_, topo_.localRanks, pids, p2pRingBytes(localSize, opts_.p2pRingBytes),
-                                           std::chrono::microseconds(p2pYieldUs(localSize, shm_->coresOfDomain(),
-                                                                                opts_.p2pYieldUs)));
-  shmConns_.resize(p2pLinks_.size());
-  for (int r = 0; r < topo_.worldSize; ++r)
-    if (p2pLinks_[r] == P2pLinkKind::kShm) shmConns_[r] = shmLinks_->connection(r);
+transport::TransportOptions Communicator::transportOptions() const {
+  transport::TransportOptions to;
+  to.timeout = opts_.timeout;
+  to.jobSecret = opts_.jobSecret;
+  to.encryptInterHost = opts_.encryptInterHost;
+  to.advertiseHost = opts_.advertiseHost;
+  to.bindHost = opts_.bindHost;
+  if (shm_) {
+    const int localSize = static_cast<int>(topo_.localRanks.size());
+    to.localPeers = shm_.get();
+    to.ringBytes = transport::shm::p2pRingBytes(localSize, opts_.p2pRingBytes);
+    to.yield = std::chrono::microseconds(
+        transport::shm::p2pYieldUs(localSize, shm_->coresOfDomain(), opts_.p2pYieldUs));
+  }
+  return to;
+}
+
+void Communicator::connect(transport::Kind kind, const std::vector<transport::PeerInfo>& peers,
+                           const std::vector<int>& ranks) {
+  auto& made = transports_[transport::kindIndex(kind)];
+  made = transport::builtinRegistry().entry(kind).make(transportOptions());
+  std::vector<transport::PeerInfo> targets;
+  for (int r : ranks) targets.push_back(peers[r]);
+  auto conns = made->connect(*store_, peers[topo_.rank], targets);
+  auto& links = links_[transport::kindIndex(kind)];
+  links.resize(peers.size());
+  for (size_t i = 0; i < ranks.size(); ++i) links[ranks[i]] = std::move(conns[i]);
 }
 
 TopologySummary Communicator::summary() const {
@@ -134,7 +141,7 @@ TopologySummary Communicator::summary() const {
   s.maxLocalSize = topo_.maxLocalSize;
   s.uniformLocalSize = topo_.uniformLocalSize;
   s.shmEnabled = shm_ != nullptr;
-  s.tcpEnabled = !conns_.empty();
+  s.tcpEnabled = !links_[transport::kindIndex(transport::Kind::kTcp)].empty();
   s.shmSlotBytes = opts_.shmSlotBytes;
   s.chunkBytes = opts_.chunkBytes;
   return s;
@@ -145,7 +152,7 @@ LinkSet Communicator::allLinks() {
   l.self = topo_.rank;
   l.timeout = opts_.timeout;
   for (int r = 0; r < topo_.worldSize; ++r) {
-    l.conns.push_back(r == topo_.rank ? nullptr : conns_[r].get());
+    l.conns.push_back(r == topo_.rank ? nullptr : link(transport::Kind::kTcp, r));
     l.memberRanks.push_back(r);
   }
   return l;
@@ -251,10 +258,9 @@ std::string messageOf(std::exception_ptr error) {
 }  // namespace
 
 void Communicator::closeConnections(const std::string& why, transport::CloseReason reason) {
-  for (auto& conn : conns_)
-    if (conn) conn->close(why, reason);
-  for (auto& conn : shmConns_)
-    if (conn) conn->close(why, reason);
+  for (auto& conns : links_)
+    for (auto& conn : conns)
+      if (conn) conn->close(why, reason);
 }
 
 void Communicator::failAndRethrow(const CollSignature& sig, std::exception_ptr error) {
@@ -507,7 +513,8 @@ flight::Ticket Communicator::startP2p(flight::Op kind, size_t numBytes, int peer
   const char* toOrFrom = kind == flight::Op::kSend ? "send to" : "recv from";
   STRATA_CHECK(peer >= 0 && peer < topo_.worldSize && peer != topo_.rank, toOrFrom, " invalid peer ", peer,
                " (group of ", topo_.worldSize, ", self ", topo_.rank, ")");
-  STRATA_CHECK(p2pLinks_[peer] == P2pLinkKind::kShm || !conns_.empty(), "point-to-point to rank ", peer,
+  // Only the TCP mesh is optional (connectTcp); a shared-memory link is made when chosen.
+  STRATA_CHECK(link(p2pLinks_[peer], peer) != nullptr, "point-to-point to rank ", peer,
                " needs a TCP connection, which this group was built without");
   if (failed_.load()) STRATA_THROW(NetworkError, toOrFrom, " rank ", peer, ": the group failed earlier: ", failure_);
   return flightP2p(kind, numBytes, peer, tag);
@@ -516,13 +523,15 @@ flight::Ticket Communicator::startP2p(flight::Op kind, size_t numBytes, int peer
 std::unique_ptr<transport::PendingOp> Communicator::postSend(const void* data, size_t numBytes, int peer,
                                                              uint64_t tag) {
   const flight::Ticket ticket = startP2p(flight::Op::kSend, numBytes, peer, tag);
-  return wrapP2p(p2pConnection(peer).postSend(data, numBytes, tag), ticket, flight::Op::kSend, numBytes, peer, tag);
+  transport::Connection& conn = *link(p2pLinks_[peer], peer);
+  return wrapP2p(conn.postSend(data, numBytes, tag), ticket, flight::Op::kSend, numBytes, peer, tag);
 }
 
 std::unique_ptr<transport::PendingOp> Communicator::postRecv(void* data, size_t numBytes, int peer,
                                                              uint64_t tag) {
   const flight::Ticket ticket = startP2p(flight::Op::kRecv, numBytes, peer, tag);
-  return wrapP2p(p2pConnection(peer).postRecv(data, numBytes, tag), ticket, flight::Op::kRecv, numBytes, peer, tag);
+  transport::Connection& conn = *link(p2pLinks_[peer], peer);
+  return wrapP2p(conn.postRecv(data, numBytes, tag), ticket, flight::Op::kRecv, numBytes, peer, tag);
 }
 
 }  // namespace strata::collectives

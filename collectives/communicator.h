@@ -1,12 +1,14 @@
 // A group of ranks and everything needed to run collectives among them: the topology
 // (which ranks share a host), a shared-memory domain for the ranks of this host, one TCP
-// connection per peer, sequence numbers, and the algorithm choice of the cost model.
+// connection per peer, the point-to-point links (which transports: transport_plan.h),
+// sequence numbers, and the algorithm choice of the cost model.
 //
 // Threading: one caller thread at a time (Group serialises calls onto it); the TCP
 // transport owns its own I/O thread. After any failure the communicator is *failed*:
 // every later call throws at once, since the transport is in an unknown state.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -16,18 +18,17 @@
 #include "bootstrap/store.h"
 #include "collectives/cost_model.h"
 #include "collectives/flight_recorder.h"
-#include "collectives/p2p_link_plan.h"
 #include "collectives/shard_plan.h"
 #include "collectives/shared_buffers.h"
 #include "collectives/signature.h"
 #include "collectives/tcp_algorithms.h"
 #include "strata/types.h"
+#include "transport/registry.h"
 #include "transport/transport.h"
 
 namespace strata::collectives {
 
 class ShmDomain;
-class ShmLinkSet;
 struct FlightP2pShared;  // communicator_flight.cpp
 
 struct CommOptions {
@@ -43,9 +44,10 @@ struct CommOptions {
   std::string advertiseHost;           // address peers use to reach this rank's TCP listener
   std::string bindHost;                // address the TCP listener binds; empty: all interfaces
   bool connectTcp = true;              // false: shared memory only (single host)
-  // Point-to-point links (p2p_link_plan.h): "auto" (shared memory to ranks of this host,
+  // Point-to-point links (transport_plan.h): "auto" (shared memory to ranks of this host,
   // TCP to the others) or "tcp" (TCP to every peer); STRATA_P2P_TRANSPORT.
   std::string p2pTransport = "auto";
+  // The shared-memory links' rings (transport/shm/ring_plan.h):
   size_t p2pRingBytes = 0;  // 0: p2pRingBytes() for this host's ranks (STRATA_P2P_RING_BYTES)
   int64_t p2pYieldUs = -1;  // -1: p2pYieldUs() for this host's ranks and cores (STRATA_P2P_YIELD_US)
   // The flight recorder (null: nothing is recorded) and how the group appears in it: a
@@ -140,27 +142,24 @@ class Communicator {
   // Records a collective queued to run later (sequence number not yet known). Thread-safe.
   flight::Ticket flightEnqueued(CollKind kind, size_t count, DType dtype, ReduceOp op, int root);
 
-  // Tagged point-to-point over the link to `peer` (ordered per peer pair): shared memory
-  // to a rank of this host, TCP to another host (p2pLink). Each is a flight record,
-  // completed or failed when the returned op's wait() ends.
+  // Tagged point-to-point over the link to `peer` (ordered per peer pair): the kind
+  // p2pLink(peer) names (shared memory to a rank of this host, TCP to another host). Each is
+  // a flight record, completed or failed when the returned op's wait() ends.
   std::unique_ptr<transport::PendingOp> postSend(const void* data, size_t numBytes, int peer, uint64_t tag);
   std::unique_ptr<transport::PendingOp> postRecv(void* data, size_t numBytes, int peer, uint64_t tag);
 
-  // Which link carries point-to-point messages to group rank `peer` (kNone for self).
-  P2pLinkKind p2pLink(int peer) const {
-    return peer >= 0 && peer < static_cast<int>(p2pLinks_.size()) ? p2pLinks_[peer] : P2pLinkKind::kNone;
+  // Which kind of link carries point-to-point messages to group rank `peer` (kNone for self).
+  transport::Kind p2pLink(int peer) const {
+    return peer >= 0 && peer < static_cast<int>(p2pLinks_.size()) ? p2pLinks_[peer] : transport::Kind::kNone;
   }
 
   // Benchmarks: the link of one kind to `peer` whatever p2pLink chose (null when the group
   // has none: no TCP mesh, or `peer` not on this host for kShm).
-  transport::Connection* TEST_p2pConnection(int peer, P2pLinkKind kind) {
-    auto& conns = kind == P2pLinkKind::kShm ? shmConns_ : conns_;
-    return peer >= 0 && peer < static_cast<int>(conns.size()) ? conns[peer].get() : nullptr;
-  }
+  transport::Connection* TEST_p2pConnection(int peer, transport::Kind kind) { return link(kind, peer); }
 
   // The TCP connection to group rank `peer`; null for self or without TCP (tests, logs).
   const transport::Connection* connection(int peer) const {
-    return peer >= 0 && peer < static_cast<int>(conns_.size()) ? conns_[peer].get() : nullptr;
+    return link(transport::Kind::kTcp, peer);
   }
 
   // Marks the communicator failed (also for the peers on this host).
@@ -199,9 +198,18 @@ class Communicator {
   // rethrow, as the first failing rank's error when another rank failed first.
   [[noreturn]] void failAndRethrow(const CollSignature& sig, std::exception_ptr error);
   void closeConnections(const std::string& why, transport::CloseReason reason);
-  void connectP2p(const std::vector<transport::PeerInfo>& peers);
-  transport::Connection& p2pConnection(int peer) {
-    return p2pLinks_[peer] == P2pLinkKind::kShm ? *shmConns_[peer] : *conns_[peer];
+  // Makes `kind`'s transport (its registered factory) and connects it to group ranks
+  // `ranks` (collective over them).
+  void connect(transport::Kind kind, const std::vector<transport::PeerInfo>& peers, const std::vector<int>& ranks);
+  transport::TransportOptions transportOptions() const;
+  // The connection of `kind` to `peer`; null for self and unconnected peers.
+  transport::Connection* link(transport::Kind kind, int peer) const {
+    const auto& conns = links_[transport::kindIndex(kind)];
+    return peer >= 0 && peer < static_cast<int>(conns.size()) ? conns[peer].get() : nullptr;
+  }
+  // The TCP mesh (every other rank), which the TCP collectives run on; empty without one.
+  std::vector<std::unique_ptr<transport::Connection>>& tcpLinks() {
+    return links_[transport::kindIndex(transport::Kind::kTcp)];
   }
   bool useShmOnly() const;
   TopologySummary summary() const;
@@ -210,12 +218,12 @@ class Communicator {
   GroupTopology topo_;
   CommOptions opts_;
   std::shared_ptr<bootstrap::Store> store_;  // this group's namespace: failure records
-  std::unique_ptr<ShmDomain> shm_;
-  std::unique_ptr<transport::Transport> tcp_;
-  std::vector<std::unique_ptr<transport::Connection>> conns_;  // by group rank; null for self
-  std::vector<P2pLinkKind> p2pLinks_;                          // by group rank
-  std::unique_ptr<ShmLinkSet> shmLinks_;                       // declared before its connections
-  std::vector<std::unique_ptr<transport::Connection>> shmConns_;  // by group rank; null unless kShm
+  std::unique_ptr<ShmDomain> shm_;  // before the shared-memory transport, which uses it
+  // By kind (transport::kindIndex): the transports made, then their connections by group
+  // rank (null for self and for peers the kind does not connect). The connections go first.
+  std::array<std::unique_ptr<transport::Transport>, transport::kNumKinds> transports_;
+  std::array<std::vector<std::unique_ptr<transport::Connection>>, transport::kNumKinds> links_;
+  std::vector<transport::Kind> p2pLinks_;  // by group rank
   LinkSet crossLinks_;
   uint64_t seq_ = 0;
   std::atomic<bool> failed_{false};

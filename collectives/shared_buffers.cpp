@@ -1,125 +1,15 @@
 #include "collectives/shared_buffers.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <string>
 
 #include "collectives/shm_domain.h"
-#include "core/errors.h"
-#include "core/logging.h"
 
 namespace strata::collectives {
-namespace {
 
-constexpr size_t kPageBytes = 4096;
-// Far above any real buffer, low enough that localSize * part never overflows.
-constexpr size_t kMaxBytes = size_t{1} << 40;
-
-size_t roundUpToPage(size_t v) { return (std::max<size_t>(v, 1) + kPageBytes - 1) / kPageBytes * kPageBytes; }
-
-// Maps the peers' (already faulted) pages into our page tables now rather than on the first
-// collective's reads.
-void populateForReading(uint8_t* data, size_t numBytes) {
-#ifdef MADV_POPULATE_READ
-  if (madvise(data, numBytes, MADV_POPULATE_READ) == 0) return;
-#endif
-  // Older kernels: touch one byte per page.
-  volatile uint8_t sink = 0;
-  for (size_t at = 0; at < numBytes; at += kPageBytes) sink = static_cast<uint8_t>(sink + data[at]);
-}
-
-// Removes a segment's name when the creator leaves the scope, whatever happens: the
-// mappings keep the memory alive, and a crash cannot leave the name behind for long.
-class NameGuard {
- public:
-  explicit NameGuard(const std::string& name) : name_(name) {}
-  ~NameGuard() {
-    if (active_) shm_unlink(name_.c_str());
-  }
-  NameGuard(const NameGuard&) = delete;
-  NameGuard& operator=(const NameGuard&) = delete;
-  void arm() { active_ = true; }
-
- private:
-  const std::string& name_;
-  bool active_ = false;
-};
-
-}  // namespace
-
-SharedRegion::SharedRegion(uint64_t id, size_t numBytes, int localSize, int localRank)
-    : id_(id), numBytes_(numBytes), partBytes_(roundUpToPage(numBytes)), localSize_(localSize),
-      localRank_(localRank), mappedBytes_(partBytes_ * static_cast<size_t>(localSize)) {
-  STRATA_CHECK(numBytes <= kMaxBytes, "allocate_shared: ", numBytes, " bytes is more than the limit of ", kMaxBytes);
-}
-
-SharedRegion::~SharedRegion() {
-  if (base_) munmap(base_, mappedBytes_);
-}
-
-bool SharedRegion::contains(const void* data, size_t numBytes) const {
-  const auto* p = static_cast<const uint8_t*>(data);
-  const uint8_t* begin = mine();
-  return p >= begin && p <= begin + numBytes_ && numBytes <= static_cast<size_t>(begin + numBytes_ - p);
-}
-
-void SharedRegion::map(int fd) {
-  void* base = mmap(nullptr, mappedBytes_, PROT_READ | PROT_WRITE, fd >= 0 ? MAP_SHARED : MAP_PRIVATE | MAP_ANONYMOUS,
-                    fd, 0);
-  const int err = errno;
-  if (fd >= 0) close(fd);
-  STRATA_CHECK_NET(base != MAP_FAILED, "allocate_shared: mmap of ", mappedBytes_, " bytes failed: ",
-                   std::strerror(err));
-  base_ = static_cast<uint8_t*>(base);
-}
-
-std::shared_ptr<SharedRegion> SharedRegion::createPrivate(uint64_t id, size_t numBytes) {
-  std::shared_ptr<SharedRegion> r(new SharedRegion(id, numBytes, 1, 0));
-  r->map(-1);
-  std::memset(r->base_, 0, r->partBytes_);
-  return r;
-}
-
-std::shared_ptr<SharedRegion> SharedRegion::createShared(ShmDomain& d, uint64_t id, size_t numBytes) {
-  std::shared_ptr<SharedRegion> r(new SharedRegion(id, numBytes, d.localSize(), d.localRank()));
-  const std::string name = d.name() + ".b" + std::to_string(id);
-  const bool creator = d.localRank() == 0;
-  NameGuard guard(name);
-  if (creator) {
-    const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    STRATA_CHECK_NET(fd >= 0, "allocate_shared: shm_open(", name, ") failed: ", std::strerror(errno));
-    guard.arm();
-    // Reserve the pages now (posix_fallocate): on a full /dev/shm the first touch of a page
-    // would otherwise be a SIGBUS. The peers, waiting in syncAll, fail at once with our reason.
-    int err = ftruncate(fd, static_cast<off_t>(r->mappedBytes_)) != 0 ? errno : 0;
-    if (err == 0) err = posix_fallocate(fd, 0, static_cast<off_t>(r->mappedBytes_));
-    if (err != 0) {
-      close(fd);
-      const std::string why = c10::str("allocate_shared: reserving ", r->mappedBytes_, " bytes of ", name,
-                                       " failed: ", std::strerror(err), " (is /dev/shm large enough?)");
-      d.abort(-1, why);
-      STRATA_THROW(NetworkError, why);
-    }
-    r->map(fd);
-  }
-  d.syncAll("allocate_shared (segment created)");
-  if (!creator) {
-    const int fd = shm_open(name.c_str(), O_RDWR, 0600);
-    STRATA_CHECK_NET(fd >= 0, "allocate_shared: shm_open(", name, ") failed: ", std::strerror(errno));
-    r->map(fd);
-  }
-  std::memset(r->mine(), 0, r->partBytes_);  // first touch by the owner
-  d.syncAll("allocate_shared (segment mapped)");
-  for (int p = 0; p < r->localSize_; ++p)
-    if (p != r->localRank_) populateForReading(r->part(p), r->partBytes_);
-  STRATA_LOG(kDebug, kShm, "shared buffer ", id, ": ", numBytes, " bytes x ", r->localSize_, " local ranks (", name, ")");
-  return r;
+// Here, not in the header: a ShmDomain is a LocalPeers (shm_domain.h), which the header
+// does not include.
+std::shared_ptr<SharedRegion> SharedRegion::createShared(ShmDomain& domain, uint64_t id, size_t numBytes) {
+  return make<SharedRegion>(&domain, id, numBytes);
 }
 
 void SharedRegistry::add(const std::shared_ptr<SharedRegion>& region) {

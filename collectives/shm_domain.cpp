@@ -11,19 +11,19 @@
 #include <cstring>
 #include <random>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define STRATA_CPU_RELAX() _mm_pause()
-#else
-#define STRATA_CPU_RELAX() std::atomic_signal_fence(std::memory_order_seq_cst)
-#endif
-
-#include "collectives/doorbell.h"
 #include "core/affinity.h"
 #include "core/errors.h"
 #include "core/logging.h"
+#include "transport/shm/doorbell.h"
 
 namespace strata::collectives {
+
+using transport::shm::cpuRelax;
+using transport::shm::Doorbell;
+using transport::shm::doorbellValue;
+using transport::shm::ringDoorbell;
+using transport::shm::sleepOnDoorbell;
+
 namespace {
 
 constexpr uint64_t kMagic = 0x5354524154415348ull;  // "STRATASH"
@@ -237,7 +237,7 @@ void ShmDomain::waitForPeer(int peer, uint64_t epoch, const char* what) {
   for (int i = 0; i < spinsBeforeYield_; ++i) {
     if (theirs.flag.load(std::memory_order_acquire) >= epoch) return;
     if (i >= kSpinsBeforeSleep && i % kSpinsPerAwaitedCheck == 0 && !awaited()) break;
-    STRATA_CPU_RELAX();
+    cpuRelax();
   }
   const auto start = std::chrono::steady_clock::now();
   auto lastLiveness = start;

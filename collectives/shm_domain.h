@@ -19,7 +19,7 @@
 // Unless the rank's compute thread wants the core: when collectives run on a background
 // thread (strata::Group's communication thread) and no thread of the rank waits for them
 // (setCallersWaiting), a wait spins only ~20 us and then sleeps on the peer's doorbell
-// (doorbell.h, a futex the peer rings with each new epoch), so it takes almost no time from
+// (transport/shm/doorbell.h, a futex the peer rings with each new epoch), so it takes almost no time from
 // the computation it overlaps.
 //
 // Threading: one caller thread at a time per domain (the group serialises collectives).
@@ -36,6 +36,7 @@
 
 #include "bootstrap/store.h"
 #include "collectives/signature.h"
+#include "transport/shm/region.h"
 
 namespace strata::collectives {
 
@@ -54,7 +55,9 @@ struct ShmDomainOptions {
 // the domain (the union of the local ranks' affinities), since the peer may need our core.
 int spinsForCores(int localSize, int coresOfDomain);
 
-class ShmDomain {
+// The domain is also the LocalPeers that shared regions are created among (the shared
+// buffers here, the point-to-point links' rings in transport/shm/transport.h).
+class ShmDomain final : public transport::shm::LocalPeers {
  public:
   // Collective over the local ranks: `globalRanks[i]` is the group rank of local rank i.
   // Keys are namespaced by `store` (pass a PrefixStore per group). Throws StoreError /
@@ -62,18 +65,18 @@ class ShmDomain {
   static std::unique_ptr<ShmDomain> create(bootstrap::Store& store, int localRank,
                                            std::vector<int> globalRanks,
                                            const ShmDomainOptions& opts);
-  ~ShmDomain();
+  ~ShmDomain() override;
   ShmDomain(const ShmDomain&) = delete;
   ShmDomain& operator=(const ShmDomain&) = delete;
 
-  int localRank() const { return localRank_; }
-  int localSize() const { return static_cast<int>(globalRanks_.size()); }
+  int localRank() const override { return localRank_; }
+  int localSize() const override { return static_cast<int>(globalRanks_.size()); }
   size_t slotBytes() const { return slotBytes_; }
   // Cores the local ranks may run on together (the union of their affinities).
   int coresOfDomain() const { return coresOfDomain_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   // The segment's name, known to every local rank (shared buffers derive theirs from it).
-  const std::string& name() const { return name_; }
+  const std::string& name() const override { return name_; }
   void setTimeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
   // The count of the rank's threads waiting for collectives (see the top of this file); null:
   // every wait counts as awaited (spin, then yield). Set before any collective.
@@ -94,12 +97,14 @@ class ShmDomain {
 
   // Publishes the next epoch and waits until every local peer has reached it.
   // `what` names the operation in error messages.
-  void syncAll(const char* what);
+  void syncAll(const char* what) override;
 
   // What kind of error the first failing rank hit, so every rank rethrows the same type.
   enum class AbortKind : int32_t { kNetwork = 0, kTimeout = 1, kMismatch = 2 };
   // Marks the domain failed for every local rank (blamed: a group rank, or -1).
   void abort(int blamedRank, const std::string& reason, AbortKind kind = AbortKind::kNetwork);
+  // LocalPeers: an abort blaming nobody in particular.
+  void fail(const std::string& reason) override { abort(-1, reason); }
 
  private:
   struct Header;

@@ -1,9 +1,16 @@
 // Point-to-point transports: ordered, reliable, tagged byte channels to peers.
 //
-// A Transport creates one Connection per peer through a store rendezvous. The shared-
-// memory collectives do not use this interface (they read peers' buffers directly, see
-// collectives/shm_domain.h); Connections carry the TCP collectives, the inter-host phase
-// of the hierarchical AllReduce and the pipeline's tagged send/recv.
+// One folder per kind, with the same file names where the roles match (gloo's layout):
+//   tcp/  transport.cpp (the Transport: listen, dial, handshake), connection.{h,cpp},
+//         io_loop, handshake, tls, socket.h
+//   shm/  transport.{h,cpp} (the Transport: the group's region of rings), connection.{h,cpp},
+//         region, doorbell, ring_plan
+//   nccl/ not a Transport: a communicator over device memory (nccl.h).
+// A Transport creates one Connection per peer; registry.h says which kind reaches which
+// peer and which one a group prefers. The shared-memory collectives do not use this
+// interface (they read peers' buffers directly, see collectives/shm_domain.h);
+// Connections carry the TCP collectives, the inter-host phase of the hierarchical
+// AllReduce and the pipeline's tagged send/recv.
 #pragma once
 
 #include <sys/types.h>
@@ -18,6 +25,10 @@
 #include "bootstrap/store.h"
 
 namespace strata::transport {
+
+namespace shm {
+class LocalPeers;
+}
 
 // What a rank tells its peers about itself at rendezvous.
 struct PeerInfo {
@@ -70,9 +81,16 @@ struct TransportOptions {
   // TLS (keyed by jobSecret, tcp/tls.h) on connections between ranks of different hosts
   // (PeerInfo::host); ranks of one host talk plain.
   bool encryptInterHost = false;
+  // Shared memory (shm/transport.h): the ranks of this host the links join (they lend the
+  // region its name and barrier, and must outlive the transport), the bytes of each ring
+  // and how long a wait keeps its core before it sleeps (shm/ring_plan.h).
+  shm::LocalPeers* localPeers = nullptr;
+  size_t ringBytes = 0;
+  std::chrono::microseconds yield{0};
 };
 
-// Creates connections of one kind. Thread-safe.
+// Creates connections of one kind (registry.h). TCP's is thread-safe; shared memory's
+// connects once (shm/transport.h).
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -85,6 +103,9 @@ class Transport {
                                                            const std::vector<PeerInfo>& peers) = 0;
 };
 
+// The kinds' factories (registry.h registers them).
 std::unique_ptr<Transport> makeTcpTransport(const TransportOptions& opts);
+// Throws Error without opts.localPeers.
+std::unique_ptr<Transport> makeShmTransport(const TransportOptions& opts);
 
 }  // namespace strata::transport

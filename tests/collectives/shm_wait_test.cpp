@@ -1,6 +1,7 @@
-// How shared-memory waits wait: the doorbell (a cross-process futex) and ShmDomain's choice
-// between spinning (someone waits for the collective) and sleeping (the rank's compute thread
-// wants the core). Ranks are threads here; each waits for a peer that arrives late.
+// How ShmDomain's waits wait: spinning (someone waits for the collective) or sleeping on the
+// peer's doorbell (the rank's compute thread wants the core; the doorbell itself:
+// tests/transport/shm_doorbell_test.cpp). Ranks are threads here; each waits for a peer that
+// arrives late.
 #include <gtest/gtest.h>
 #include <time.h>
 
@@ -12,7 +13,6 @@
 #include <vector>
 
 #include "bootstrap/store.h"
-#include "collectives/doorbell.h"
 #include "collectives/shm_domain.h"
 #include "core/errors.h"
 
@@ -26,39 +26,6 @@ std::chrono::nanoseconds threadCpu() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
-}
-
-TEST(Doorbell, ASleeperWakesWhenRungNotAtItsLimit) {
-  Doorbell bell;
-  std::atomic<bool> ready{false};
-  Clock::duration slept{};
-  std::thread sleeper([&] {
-    const auto start = Clock::now();
-    for (;;) {
-      const uint32_t seen = doorbellValue(bell);
-      if (ready.load()) break;
-      sleepOnDoorbell(bell, seen, std::chrono::microseconds(30s));
-    }
-    slept = Clock::now() - start;
-  });
-  std::this_thread::sleep_for(50ms);
-  ready.store(true);
-  ringDoorbell(bell);
-  sleeper.join();
-  EXPECT_LT(slept, 15s) << "the ring did not wake the sleeper: it slept until its limit";
-  EXPECT_EQ(bell.sleepers.load(), 0u);
-}
-
-TEST(Doorbell, ASleepAfterTheWordMovedReturnsAtOnceAndTheLimitEndsOne) {
-  Doorbell bell;
-  const uint32_t seen = doorbellValue(bell);
-  ringDoorbell(bell);  // nobody sleeps yet: no wakeup to lose, the word moved
-  auto start = Clock::now();
-  sleepOnDoorbell(bell, seen, std::chrono::microseconds(30s));
-  EXPECT_LT(Clock::now() - start, 15s);
-  start = Clock::now();
-  sleepOnDoorbell(bell, doorbellValue(bell), std::chrono::microseconds(20ms));
-  EXPECT_GE(Clock::now() - start, 15ms) << "a sleep without a ring lasts until its limit";
 }
 
 // Two ranks (threads) over one domain; rank 1 reaches syncAll `late` after rank 0. Returns

@@ -26,7 +26,7 @@ TEST(PipelineLinks, ShmOnOneHostUnlessTcpIsForced) {
   for (int peer = 0; peer < comm.size(); ++peer) {
     if (peer == comm.rank()) continue;
     const bool sameHost = comm.topology().hostOf[peer] == comm.topology().hostOf[comm.rank()];
-    EXPECT_EQ(comm.p2pLink(peer), sameHost && !tcp ? collectives::P2pLinkKind::kShm : collectives::P2pLinkKind::kTcp)
+    EXPECT_EQ(comm.p2pLink(peer), sameHost && !tcp ? transport::Kind::kShm : transport::Kind::kTcp)
         << "peer " << peer;
   }
 }

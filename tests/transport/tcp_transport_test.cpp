@@ -189,12 +189,7 @@ TEST(TcpTransportTest, MessageLargerThan2GiB) {
 
 // ----- mismatches -----------------------------------------------------------------------
 
-struct MismatchCase {
-  size_t sentBytes;
-  uint64_t sentTag;
-  size_t expectedBytes;
-  uint64_t expectedTag;
-};
+using testing::MismatchCase;
 
 class TcpMismatchTest : public ::testing::TestWithParam<MismatchCase> {};
 
@@ -244,12 +239,7 @@ TEST_P(TcpMismatchTest, ReceiverThrowsMismatchErrorNamingPeerTagsAndBytes) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(TagsAndSizes, TcpMismatchTest,
-                         ::testing::Values(MismatchCase{64, 1, 64, 2},   // tag differs
-                                           MismatchCase{100, 5, 64, 5},  // longer than expected
-                                           MismatchCase{10, 5, 64, 5},   // shorter than expected
-                                           MismatchCase{0, 7, 0, 8},  // bare headers still checked
-                                           MismatchCase{1 << 20, 3, 1 << 20, 4}));
+INSTANTIATE_TEST_SUITE_P(TagsAndSizes, TcpMismatchTest, ::testing::ValuesIn(testing::kMismatchCases));
 
 // ----- failures and timeouts -----------------------------------------------------------
 

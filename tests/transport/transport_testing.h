@@ -1,9 +1,13 @@
-// Ranks as threads of one process for the TCP transport tests (plain and TLS): run a body
-// per rank, connect one rank to every other through a shared store, or both (runConnected).
+// Ranks as threads of one process for the transport tests (TCP plain and TLS, shared
+// memory): run a body per rank, connect one rank to every other through a shared store, or
+// both (runConnected); and the receives that do not match their message, which every
+// connection must report.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -69,5 +73,21 @@ inline void runConnected(int worldSize, const TransportOptions& opts, const std:
     fn(rank, end, *store);
   });
 }
+
+// A message and the receive posted for it, which expects another tag or size.
+struct MismatchCase {
+  size_t sentBytes;
+  uint64_t sentTag;
+  size_t expectedBytes;
+  uint64_t expectedTag;
+};
+
+inline const std::vector<MismatchCase> kMismatchCases = {
+    {64, 1, 64, 2},            // tag differs
+    {100, 5, 64, 5},           // longer than expected
+    {10, 5, 64, 5},            // shorter than expected
+    {0, 7, 0, 8},              // bare headers still checked
+    {1 << 20, 3, 1 << 20, 4},  // large, tag differs
+};
 
 }  // namespace strata::transport::testing

@@ -1,6 +1,11 @@
 // The NCCL transport: one NCCL communicator per group, bootstrapped through our Store,
 // running every collective on a dedicated CUDA stream.
 //
+// Unlike shm/ and tcp/, it does not implement Transport/Connection (transport.h) and is not
+// in the registry (registry.h): NCCL runs whole collectives over device memory on a CUDA
+// stream, where a Connection moves host bytes to one peer, so it is a communicator beside
+// collectives::Communicator, chosen by its own pure rules (nccl_select.h).
+//
 // Two implementations, exactly one compiled (CMake): nccl_comm.cpp when CUDA and NCCL
 // are found, no_nccl.cpp otherwise (isCompiled() false, create() throws BackendError).
 // This header includes no CUDA or NCCL header, so every module can include it; CUDA

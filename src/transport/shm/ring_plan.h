@@ -1,6 +1,7 @@
-// Pure decisions of the point-to-point links: which link carries the messages to each peer
-// (shared memory on one host, TCP between hosts), how big each shared-memory ring is, and
-// how a message's bytes are cut into the copies a ring allows (shm_link.h carries them out).
+// Pure decisions of the shared-memory links: how big each ring is, how long a wait keeps its
+// core, and how a message's bytes are cut into the copies a ring allows (connection.h carries
+// them out). Which peers get a shared-memory link at all is the transport registry's choice
+// (transport/registry.h).
 //
 // Vocabulary: a *ring* is a single-producer/single-consumer byte stream of `ringBytes`
 // bytes in shared memory; the producer's *head* and the consumer's *tail* count the bytes
@@ -11,21 +12,9 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <string>
 #include <vector>
 
-namespace strata::collectives {
-
-struct GroupTopology;
-
-enum class P2pLinkKind : uint8_t { kNone, kShm, kTcp };
-const char* p2pLinkName(P2pLinkKind kind);
-
-// The link to every group rank (kNone for self): shared memory to ranks of this host when
-// `shmAvailable` (a shared-memory domain exists) and `p2pTransport` is "auto"; TCP to the
-// others, and to every peer when `p2pTransport` is "tcp" (STRATA_P2P_TRANSPORT).
-// Throws ConfigError on another value.
-std::vector<P2pLinkKind> chooseP2pLinks(const GroupTopology& topo, bool shmAvailable, const std::string& p2pTransport);
+namespace strata::transport::shm {
 
 // Bytes of each ring for `localSize` ranks on this host: `requested` when not 0, otherwise
 // as big as kP2pRingMaxBytes allows while a rank's rings (one per local peer) stay within
@@ -73,4 +62,4 @@ size_t bytesToConsume(size_t left, uint64_t head, uint64_t tail, size_t chunkByt
 // by chunk with bytesToProduce, as the consumer frees space).
 std::vector<size_t> chunkPlan(size_t messageBytes, size_t ringBytes);
 
-}  // namespace strata::collectives
+}  // namespace strata::transport::shm

@@ -1,53 +1,37 @@
-// Point-to-point links through shared memory (collectives/shm_link.h) and their pure
-// decisions (p2p_link_plan.h): the link chosen per peer, ring sizes and chunk plans; then
-// the link itself between ranks as threads, against the TCP connection's contract:
-// ordering and contents (a pattern per message), messages larger than the ring, eager
-// sends nobody waits on, tag/size mismatches reported on both sides, timeouts, close
-// reasons reaching the peer, a dead peer process, and sends and receives posted from
-// different threads at once.
+// The shared-memory transport (transport/shm/): its pure ring decisions (ring_plan.h: ring
+// sizes, yield windows, chunk plans), then its connections between ranks as threads, against
+// the TCP connection's contract: ordering and contents (a pattern per message), messages
+// larger than the ring, eager sends nobody waits on, tag/size mismatches reported on both
+// sides, timeouts, close reasons reaching the peer, a dead peer process, and sends and
+// receives posted from different threads at once. The local ranks meet through a store here
+// (the collectives' ShmDomain plays that part in a job).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <numeric>
+#include <random>
 #include <thread>
 
 #include "bootstrap/store.h"
-#include "collectives/communicator.h"
-#include "collectives/p2p_link_plan.h"
-#include "collectives/shm_domain.h"
-#include "collectives/shm_link.h"
 #include "core/errors.h"
-#include "core/rank_tag.h"
-#include "testing/rank_harness.h"
+#include "transport/registry.h"
+#include "transport/shm/region.h"
+#include "transport/shm/ring_plan.h"
+#include "transport/shm/transport.h"
+#include "transport/transport_testing.h"
 
-namespace strata::collectives {
+namespace strata::transport::shm {
 namespace {
 
-using transport::CloseReason;
-using transport::Connection;
 using namespace std::chrono_literals;
 
 // ----- pure decisions -----------------------------------------------------------------
 
-TEST(P2pLinkPlan, SameHostPeersGetShmOthersTcp) {
-  const GroupTopology t = buildTopology(1, {0, 0, 1, 1});
-  const auto links = chooseP2pLinks(t, true, "auto");
-  EXPECT_EQ(links, (std::vector<P2pLinkKind>{P2pLinkKind::kShm, P2pLinkKind::kNone, P2pLinkKind::kTcp,
-                                             P2pLinkKind::kTcp}));
-}
-
-TEST(P2pLinkPlan, ForcedTcpOrNoShmDomainMeansTcpEverywhere) {
-  const GroupTopology t = buildTopology(0, {0, 0, 0});
-  const std::vector<P2pLinkKind> tcp{P2pLinkKind::kNone, P2pLinkKind::kTcp, P2pLinkKind::kTcp};
-  EXPECT_EQ(chooseP2pLinks(t, true, "tcp"), tcp);
-  EXPECT_EQ(chooseP2pLinks(t, false, "auto"), tcp);
-  EXPECT_THROW(chooseP2pLinks(t, true, "shm"), ConfigError);
-}
-
-TEST(P2pLinkPlan, RingBytesFollowTheBudgetAndThePage) {
+TEST(ShmRingPlan, RingBytesFollowTheBudgetAndThePage) {
   EXPECT_EQ(p2pRingBytes(2, 0), kP2pRingMaxBytes);
   EXPECT_EQ(p2pRingBytes(5, 0), kP2pRingMaxBytes);  // 4 peers x the largest ring = the budget
   static_assert(4 * kP2pRingMaxBytes == kP2pRingBudgetBytes, "the case above sits on the boundary");
@@ -57,7 +41,7 @@ TEST(P2pLinkPlan, RingBytesFollowTheBudgetAndThePage) {
   EXPECT_EQ(p2pRingBytes(2, 10), kP2pRingMinBytes);
 }
 
-TEST(P2pLinkPlan, WaitsKeepTheCoreOnlyWhenEveryRankHasOne) {
+TEST(ShmRingPlan, WaitsKeepTheCoreOnlyWhenEveryRankHasOne) {
   EXPECT_EQ(p2pYieldUs(2, 2, -1), kP2pYieldUs);
   EXPECT_EQ(p2pYieldUs(1, 8, -1), kP2pYieldUs);
   EXPECT_EQ(p2pYieldUs(3, 2, -1), 0);   // oversubscribed: sleep after the spin
@@ -65,7 +49,7 @@ TEST(P2pLinkPlan, WaitsKeepTheCoreOnlyWhenEveryRankHasOne) {
   EXPECT_EQ(p2pYieldUs(2, 2, 0), 0);
 }
 
-TEST(P2pLinkPlan, RingPiecesWrapAroundTheEnd) {
+TEST(ShmRingPlan, RingPiecesWrapAroundTheEnd) {
   auto p = ringPieces(10, 5, 16);
   EXPECT_EQ(p[0].offset, 10u);
   EXPECT_EQ(p[0].length, 5u);
@@ -77,7 +61,7 @@ TEST(P2pLinkPlan, RingPiecesWrapAroundTheEnd) {
   EXPECT_EQ(p[1].length, 6u);
 }
 
-TEST(P2pLinkPlan, ProducerAndConsumerAreBoundedBySpaceDataAndChunk) {
+TEST(ShmRingPlan, ProducerAndConsumerAreBoundedBySpaceDataAndChunk) {
   EXPECT_EQ(bytesToProduce(100, 0, 0, 64, 16), 16u);
   EXPECT_EQ(bytesToProduce(100, 60, 0, 64, 16), 4u);   // 4 bytes free
   EXPECT_EQ(bytesToProduce(100, 64, 0, 64, 16), 0u);   // full
@@ -87,7 +71,7 @@ TEST(P2pLinkPlan, ProducerAndConsumerAreBoundedBySpaceDataAndChunk) {
   EXPECT_EQ(bytesToConsume(100, 60, 60, 16), 0u);
 }
 
-TEST(P2pLinkPlan, ChunkPlanCoversTheMessageInQuarterRings) {
+TEST(ShmRingPlan, ChunkPlanCoversTheMessageInQuarterRings) {
   for (size_t bytes : {size_t{0}, size_t{16}, size_t{1000}, size_t{4096}, size_t{10000}}) {
     const auto chunks = chunkPlan(bytes, 4096);
     EXPECT_EQ(std::accumulate(chunks.begin(), chunks.end(), size_t{0}), bytes);
@@ -98,32 +82,53 @@ TEST(P2pLinkPlan, ChunkPlanCoversTheMessageInQuarterRings) {
 
 // ----- the link between ranks as threads ----------------------------------------------
 
-// Connections by peer rank (null at self) of `n` ranks on threads, over one host's domain.
+// This host's ranks as the transport needs them, met through a store: rank 0 names the
+// segments, syncAll is a store barrier.
+class StoreLocalPeers final : public LocalPeers {
+ public:
+  StoreLocalPeers(bootstrap::Store& store, int rank, int size) : store_(store), rank_(rank), size_(size) {
+    if (rank == 0) bootstrap::setString(store, "name", "/strata-test." + std::to_string(getpid()) + "." +
+                                                           std::to_string(std::random_device()()));
+    name_ = bootstrap::getString(store, "name", 20s);
+  }
+  int localRank() const override { return rank_; }
+  int localSize() const override { return size_; }
+  const std::string& name() const override { return name_; }
+  void syncAll(const char* what) override {
+    bootstrap::storeBarrier(store_, std::string(what) + "/" + std::to_string(++syncs_), size_, 20s);
+  }
+  void fail(const std::string& reason) override { ADD_FAILURE() << "rank " << rank_ << " failed: " << reason; }
+
+ private:
+  bootstrap::Store& store_;
+  const int rank_;
+  const int size_;
+  std::string name_;
+  int syncs_ = 0;
+};
+
+// Connections by peer rank (null at self) of `n` ranks on threads of this host.
 using LinkFn = std::function<void(int rank, std::vector<std::unique_ptr<Connection>>& byPeer)>;
 
 void runLinked(int n, size_t ringBytes, const LinkFn& fn, const std::vector<pid_t>& pids = {}) {
   auto store = bootstrap::makeHashStore();
-  std::vector<int> ranks(static_cast<size_t>(n));
-  std::iota(ranks.begin(), ranks.end(), 0);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < n; ++rank) {
-    threads.emplace_back([&, rank] {
-      setThreadRankTag(rank, n);
-      try {
-        ShmDomainOptions o;
-        o.timeout = 20s;
-        auto domain = ShmDomain::create(*store, rank, ranks, o);
-        ShmLinkSet set(*domain, ranks, pids.empty() ? std::vector<pid_t>(ranks.size(), 0) : pids, ringBytes);
-        std::vector<std::unique_ptr<Connection>> byPeer(static_cast<size_t>(n));
-        for (int p = 0; p < n; ++p)
-          if (p != rank) byPeer[p] = set.connection(p);
-        fn(rank, byPeer);
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << "rank " << rank << " threw: " << e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  testing::runRanks(n, [&](int rank) {
+    StoreLocalPeers local(*store, rank, n);
+    TransportOptions opts;
+    opts.localPeers = &local;
+    opts.ringBytes = ringBytes;
+    auto transport = builtinRegistry().entry(Kind::kShm).make(opts);
+    std::vector<PeerInfo> peers;
+    for (int p = 0; p < n; ++p)
+      if (p != rank) peers.push_back(PeerInfo{p, "", 0, pids.empty() ? 0 : pids[p]});
+    auto conns = transport->connect(*store, PeerInfo{rank, "", 0, pids.empty() ? 0 : pids[rank]}, peers);
+    std::vector<std::unique_ptr<Connection>> byPeer(static_cast<size_t>(n));
+    for (size_t i = 0; i < peers.size(); ++i) {
+      EXPECT_EQ(conns[i]->peer(), peers[i].rank);
+      byPeer[peers[i].rank] = std::move(conns[i]);
+    }
+    fn(rank, byPeer);
+  });
 }
 
 // Message i from rank `from`: bytes that differ per message, per position and per sender.
@@ -135,7 +140,7 @@ std::vector<uint8_t> pattern(int from, int i, size_t bytes) {
 
 constexpr size_t kSmallRing = 64 << 10;
 
-TEST(ShmLink, MessagesArriveInOrderWithTheirBytesIncludingLargerThanTheRing) {
+TEST(ShmConnection, MessagesArriveInOrderWithTheirBytesIncludingLargerThanTheRing) {
   const std::vector<size_t> sizes = {0, 1, 17, 4096, kSmallRing - 16, kSmallRing, kSmallRing + 1, 1 << 20, 3 << 20};
   runLinked(2, kSmallRing, [&](int rank, auto& byPeer) {
     Connection& c = *byPeer[1 - rank];
@@ -157,7 +162,7 @@ TEST(ShmLink, MessagesArriveInOrderWithTheirBytesIncludingLargerThanTheRing) {
 
 // The pipeline posts an eager send and goes on to wait for something else: the link's
 // progress thread must move the rest of the message as the receiver makes room.
-TEST(ShmLink, EagerSendLargerThanTheRingProgressesWhileTheSenderWaitsElsewhere) {
+TEST(ShmConnection, EagerSendLargerThanTheRingProgressesWhileTheSenderWaitsElsewhere) {
   const size_t big = 4 << 20;
   runLinked(2, kSmallRing, [&](int rank, auto& byPeer) {
     Connection& c = *byPeer[1 - rank];
@@ -178,41 +183,36 @@ TEST(ShmLink, EagerSendLargerThanTheRingProgressesWhileTheSenderWaitsElsewhere) 
   });
 }
 
-struct MismatchCase {
-  size_t sendBytes;
-  uint64_t sendTag;
-  size_t recvBytes;
-  uint64_t recvTag;
-};
+using testing::MismatchCase;
 
-class ShmLinkMismatch : public ::testing::TestWithParam<MismatchCase> {};
+class ShmConnectionMismatch : public ::testing::TestWithParam<MismatchCase> {};
 
-TEST_P(ShmLinkMismatch, BothSidesThrowMismatchErrorNamingTagsAndBytes) {
+TEST_P(ShmConnectionMismatch, BothSidesThrowMismatchErrorNamingTagsAndBytes) {
   const MismatchCase m = GetParam();
   runLinked(2, kSmallRing, [&](int rank, auto& byPeer) {
     Connection& c = *byPeer[1 - rank];
     if (rank == 0) {
-      std::vector<uint8_t> data(m.sendBytes, 1);
+      std::vector<uint8_t> data(m.sentBytes, 1);
       try {
         // The eager send may complete; the receiver's close then fails the next op.
-        c.postSend(data.data(), data.size(), m.sendTag)->wait(20s);
+        c.postSend(data.data(), data.size(), m.sentTag)->wait(20s);
         uint8_t byte = 0;
         c.postRecv(&byte, 1, 99)->wait(20s);
         ADD_FAILURE() << "the sender never heard of the mismatch";
       } catch (const MismatchError& e) {
-        EXPECT_NE(std::string(e.what()).find("expected tag " + std::to_string(m.recvTag)), std::string::npos)
+        EXPECT_NE(std::string(e.what()).find("expected tag " + std::to_string(m.expectedTag)), std::string::npos)
             << e.what();
       }
     } else {
-      std::vector<uint8_t> data(m.recvBytes);
+      std::vector<uint8_t> data(m.expectedBytes);
       try {
-        c.postRecv(data.data(), data.size(), m.recvTag)->wait(20s);
+        c.postRecv(data.data(), data.size(), m.expectedTag)->wait(20s);
         ADD_FAILURE() << "no mismatch reported";
       } catch (const MismatchError& e) {
         const std::string expected = "shm recv from rank 0: message mismatch: expected tag " +
-                                     std::to_string(m.recvTag) + " with " + std::to_string(m.recvBytes) +
-                                     " bytes, the peer sent tag " + std::to_string(m.sendTag) + " with " +
-                                     std::to_string(m.sendBytes) + " bytes";
+                                     std::to_string(m.expectedTag) + " with " + std::to_string(m.expectedBytes) +
+                                     " bytes, the peer sent tag " + std::to_string(m.sentTag) + " with " +
+                                     std::to_string(m.sentBytes) + " bytes";
         EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
         c.close(e.what(), CloseReason::kMismatch);  // as the communicator does on a failure
       }
@@ -220,12 +220,9 @@ TEST_P(ShmLinkMismatch, BothSidesThrowMismatchErrorNamingTagsAndBytes) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(TagsAndSizes, ShmLinkMismatch,
-                         ::testing::Values(MismatchCase{64, 1, 64, 2}, MismatchCase{100, 5, 64, 5},
-                                           MismatchCase{10, 5, 64, 5}, MismatchCase{0, 7, 0, 8},
-                                           MismatchCase{1 << 20, 3, 1 << 20, 4}));
+INSTANTIATE_TEST_SUITE_P(TagsAndSizes, ShmConnectionMismatch, ::testing::ValuesIn(testing::kMismatchCases));
 
-TEST(ShmLink, AReceiveWithNoSenderTimesOutNamingThePeer) {
+TEST(ShmConnection, AReceiveWithNoSenderTimesOutNamingThePeer) {
   std::atomic<bool> done{false};
   runLinked(2, kSmallRing, [&](int rank, auto& byPeer) {
     if (rank == 1) {  // alive and silent (leaving would close the link)
@@ -244,7 +241,7 @@ TEST(ShmLink, AReceiveWithNoSenderTimesOutNamingThePeer) {
   });
 }
 
-TEST(ShmLink, CloseReasonReachesThePeerAsTheMatchingErrorType) {
+TEST(ShmConnection, CloseReasonReachesThePeerAsTheMatchingErrorType) {
   for (CloseReason reason : {CloseReason::kNetwork, CloseReason::kTimeout, CloseReason::kMismatch}) {
     runLinked(2, kSmallRing, [&](int rank, auto& byPeer) {
       if (rank == 0) {
@@ -269,7 +266,7 @@ TEST(ShmLink, CloseReasonReachesThePeerAsTheMatchingErrorType) {
   }
 }
 
-TEST(ShmLink, MessagesSentBeforeTheConnectionIsDestroyedStillArrive) {
+TEST(ShmConnection, MessagesSentBeforeTheConnectionIsDestroyedStillArrive) {
   runLinked(2, kSmallRing, [&](int rank, auto& byPeer) {
     const auto msg = pattern(0, 3, 1000);
     if (rank == 0) {
@@ -288,7 +285,7 @@ TEST(ShmLink, MessagesSentBeforeTheConnectionIsDestroyedStillArrive) {
 
 // Rank 1's process is a child we kill: rank 0's pending receive must fail naming it, long
 // before its timeout.
-TEST(ShmLink, ADeadPeerProcessFailsThePendingReceiveNamingIt) {
+TEST(ShmConnection, ADeadPeerProcessFailsThePendingReceiveNamingIt) {
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -319,7 +316,7 @@ TEST(ShmLink, ADeadPeerProcessFailsThePendingReceiveNamingIt) {
   }, {getpid(), child});
 }
 
-TEST(ShmLink, SendsAndReceivesFromDifferentThreadsAtOnce) {
+TEST(ShmConnection, SendsAndReceivesFromDifferentThreadsAtOnce) {
   constexpr int kMessages = 200;
   runLinked(2, kSmallRing, [&](int rank, auto& byPeer) {
     Connection& c = *byPeer[1 - rank];
@@ -338,33 +335,14 @@ TEST(ShmLink, SendsAndReceivesFromDifferentThreadsAtOnce) {
   });
 }
 
-// ----- the communicator's choice --------------------------------------------------------
-
-TEST(ShmLinkCommunicator, LocalPeersUseShmRemoteOnesTcpAndBothCarryMessages) {
-  for (const char* p2p : {"auto", "tcp"}) {
-    testing::HarnessOptions opts;
-    opts.kind = testing::TransportKind::kHierarchical;
-    opts.numHosts = 2;
-    opts.adjust = [&](int, CommOptions& o) { o.p2pTransport = p2p; };
-    testing::runRanks(4, opts, [&](Communicator& comm) {
-      for (int peer = 0; peer < comm.size(); ++peer) {
-        if (peer == comm.rank()) continue;
-        const bool local = comm.topology().hostOf[peer] == comm.topology().hostOf[comm.rank()];
-        const P2pLinkKind want = local && std::string(p2p) == "auto" ? P2pLinkKind::kShm : P2pLinkKind::kTcp;
-        EXPECT_EQ(comm.p2pLink(peer), want) << "peer " << peer << " with " << p2p;
-      }
-      // A ring of messages: to the next rank (the other host for 1 -> 2 and 3 -> 0).
-      const int next = (comm.rank() + 1) % comm.size();
-      const int prev = (comm.rank() + comm.size() - 1) % comm.size();
-      const auto msg = pattern(comm.rank(), 0, 5 << 20);
-      auto send = comm.postSend(msg.data(), msg.size(), next, 7);
-      std::vector<uint8_t> got(msg.size());
-      comm.postRecv(got.data(), got.size(), prev, 7)->wait(20s);
-      send->wait(20s);
-      EXPECT_EQ(got, pattern(prev, 0, got.size()));
-    });
-  }
+// The transport joins exactly this host's other ranks.
+TEST(ShmTransport, ConnectRejectsPeersThatAreNotTheOtherLocalRanks) {
+  auto store = bootstrap::makeHashStore();
+  StoreLocalPeers local(*store, 0, 2);
+  ShmTransport transport(local, kSmallRing, 0us);
+  EXPECT_THROW(transport.connect(*store, PeerInfo{0, "", 0, 0}, {}), Error);
+  EXPECT_THROW(transport.connect(*store, PeerInfo{0, "", 0, 0}, {PeerInfo{1, "", 1, 0}}), Error);
 }
 
 }  // namespace
-}  // namespace strata::collectives
+}  // namespace strata::transport::shm

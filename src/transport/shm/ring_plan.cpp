@@ -1,40 +1,13 @@
-#include "collectives/p2p_link_plan.h"
+#include "transport/shm/ring_plan.h"
 
 #include <algorithm>
 
-#include "collectives/communicator.h"
-#include "core/errors.h"
-
-namespace strata::collectives {
+namespace strata::transport::shm {
 namespace {
 
 constexpr size_t kRingPageBytes = 4096;
 
 }  // namespace
-
-const char* p2pLinkName(P2pLinkKind kind) {
-  switch (kind) {
-    case P2pLinkKind::kShm: return "shm";
-    case P2pLinkKind::kTcp: return "tcp";
-    case P2pLinkKind::kNone: break;
-  }
-  return "none";
-}
-
-std::vector<P2pLinkKind> chooseP2pLinks(const GroupTopology& topo, bool shmAvailable, const std::string& p2pTransport) {
-  STRATA_CHECK_WITH(ConfigError, p2pTransport == "auto" || p2pTransport == "tcp", "p2p transport \"", p2pTransport,
-                    "\" (STRATA_P2P_TRANSPORT) is not one of \"auto\", \"tcp\"");
-  const bool shm = shmAvailable && p2pTransport == "auto";
-  std::vector<P2pLinkKind> links(static_cast<size_t>(topo.worldSize), P2pLinkKind::kTcp);
-  for (int r = 0; r < topo.worldSize; ++r) {
-    if (r == topo.rank) {
-      links[r] = P2pLinkKind::kNone;
-    } else if (shm && topo.hostOf[r] == topo.hostOf[topo.rank]) {
-      links[r] = P2pLinkKind::kShm;
-    }
-  }
-  return links;
-}
 
 int64_t p2pYieldUs(int localSize, int cores, int64_t requestedUs) {
   if (requestedUs >= 0) return requestedUs;
@@ -81,4 +54,4 @@ std::vector<size_t> chunkPlan(size_t messageBytes, size_t ringBytes) {
   return chunks;
 }
 
-}  // namespace strata::collectives
+}  // namespace strata::transport::shm

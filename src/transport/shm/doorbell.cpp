@@ -1,4 +1,4 @@
-#include "collectives/doorbell.h"
+#include "transport/shm/doorbell.h"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -7,7 +7,7 @@
 #include <climits>
 #include <ctime>
 
-namespace strata::collectives {
+namespace strata::transport::shm {
 
 // Cross-process futexes (no FUTEX_PRIVATE_FLAG): the word lives in a shared mapping.
 uint32_t doorbellValue(const Doorbell& bell) { return bell.word.load(std::memory_order_seq_cst); }
@@ -26,4 +26,4 @@ void sleepOnDoorbell(Doorbell& bell, uint32_t seen, std::chrono::microseconds li
   bell.sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-}  // namespace strata::collectives
+}  // namespace strata::transport::shm

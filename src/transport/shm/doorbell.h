@@ -16,7 +16,11 @@
 #include <chrono>
 #include <cstdint>
 
-namespace strata::collectives {
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace strata::transport::shm {
 
 struct Doorbell {
   alignas(64) std::atomic<uint32_t> word{0};
@@ -32,4 +36,14 @@ void ringDoorbell(Doorbell& bell);
 // returns at once if the word is no longer `seen`.
 void sleepOnDoorbell(Doorbell& bell, uint32_t seen, std::chrono::microseconds limit);
 
-}  // namespace strata::collectives
+// What a waiter does between two looks while it spins, before it yields or sleeps on a
+// doorbell: the CPU's spin-wait hint (x86 PAUSE); elsewhere only a compiler barrier.
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#else
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+#endif
+}
+
+}  // namespace strata::transport::shm
