@@ -1,7 +1,7 @@
 // The flight recorder's dump file: one JSON document per rank,
 // <output_dir>/flight/rank-<r>.json, written by the runtime (src/runtime/flight.h) and read
-// by `strata flight` (docs/flight_recorder.md has the full field list). Pure: values in,
-// values out; no files here.
+// by `strata flight` (src/cli/flight/dump.h; docs/flight_recorder.md has the full field
+// list). Pure: values in, values out; no files here.
 //
 //   {"format": "strata.flight_recorder", "version": 1,
 //    "rank": 0, "world_size": 3, "host": "node1", "pid": 4121,
@@ -22,7 +22,6 @@
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "collectives/flight_recorder.h"
 
@@ -45,46 +44,6 @@ struct DumpHeader {
 nlohmann::ordered_json dumpToJson(const Snapshot& snapshot, const DumpHeader& header);
 // Its text: one line per top-level key and one per entry (readable, and diffable).
 std::string dumpText(const nlohmann::ordered_json& doc);
-
-// A dump as read back.
-struct DumpEntry {
-  uint64_t id = 0;
-  std::string group;
-  uint64_t seq = 0;
-  std::string op;        // opName()
-  std::string state;     // stateName()
-  std::string dtype;     // collectives other than barrier
-  std::string reduceOp;  // allreduce, reduce_scatter, reduce_scatter_shared
-  uint64_t count = 0;
-  uint64_t numBytes = 0;
-  int root = -1;  // broadcast
-  int peer = -1;  // send, recv
-  uint64_t tag = 0;
-  int64_t enqueueNs = 0, startNs = 0, endNs = 0;  // 0: not reached
-
-  bool isP2p() const { return op == "send" || op == "recv"; }
-};
-
-struct DumpGroup {
-  std::string name;
-  std::vector<int> ranks;
-};
-
-struct RankDump {
-  DumpHeader header;
-  int64_t dumpUnixNs = 0;
-  uint64_t capacity = 0;  // per lane (flight_recorder.h)
-  uint64_t recorded = 0;  // every lane's records ever made
-  std::vector<DumpGroup> groups;
-  std::vector<FailureEvent> failures;
-  std::vector<DumpEntry> entries;
-
-  // The oldest records are gone (more were made than the dump holds).
-  bool wrapped() const { return recorded > entries.size(); }
-};
-
-// Parses one dump. Throws strata::Error naming `source` and the field at fault.
-RankDump parseDump(const nlohmann::json& doc, const std::string& source);
 
 // "rank-3.json", the file name of rank 3's dump.
 std::string dumpFileName(int rank);

@@ -1,7 +1,8 @@
 // `strata flight RUN_DIR [--json]`: merges every rank's flight recorder dump
 // (RUN_DIR/flight/rank-<r>.json) and names the first operation where the ranks parted
 // ways: a mismatch, a rank that never arrived or left no dump, and who is behind.
-// Exit code: 0 the ranks agree, 1 a problem was found, 2 no dump could be read.
+// Exit code: 0 the ranks agree, 1 a problem was found, 2 no dump could be read. The reading,
+// analysis and report are the strata_flight_analysis library beside it (src/cli/flight/).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -11,13 +12,12 @@
 #include <string>
 
 #include "cli/command_registry.h"
-#include "collectives/flight_report.h"
+#include "cli/flight/report.h"
 
 namespace strata::cli {
 namespace {
 
 namespace fs = std::filesystem;
-namespace flight = collectives::flight;
 
 struct FlightArgs {
   std::string runDir;

@@ -1,6 +1,6 @@
 // `strata flight`'s analysis: every rank's flight recorder dump merged, to name the first
 // operation where the ranks parted ways. Pure: parsed dumps in, findings out (tested on
-// tables of synthetic dumps in tests/collectives/flight_analysis_test.cpp).
+// tables of synthetic dumps in tests/cli/flight/analysis_test.cpp).
 //
 // Matching: a collective is identified by (group, seq), the group's sequence number, equal
 // on every member; a point-to-point message by (group, sender, receiver, n), the n-th
@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
-#include "collectives/flight_format.h"
+#include "cli/flight/dump.h"
 
-namespace strata::collectives::flight {
+namespace strata::cli::flight {
 
 enum class FindingKind { kMismatch, kNotArrived, kNoDump, kStuck, kP2pMismatch, kP2pNotArrived };
 const char* findingKindName(FindingKind kind);  // "mismatch", "not_arrived", ...
@@ -70,4 +70,4 @@ Analysis analyze(const std::map<int, RankDump>& dumps, const AnalysisOptions& op
 // "allreduce float32 sum count=1024 (4096 bytes)", "send to rank 1 (64 bytes, tag 7)".
 std::string describeEntry(const DumpEntry& entry);
 
-}  // namespace strata::collectives::flight
+}  // namespace strata::cli::flight

@@ -1,10 +1,10 @@
-#include "collectives/flight_report.h"
+#include "cli/flight/report.h"
 
 #include <ctime>
 
 #include <c10/util/StringUtil.h>
 
-namespace strata::collectives::flight {
+namespace strata::cli::flight {
 namespace {
 
 using OrderedJson = nlohmann::ordered_json;
@@ -100,4 +100,4 @@ OrderedJson analysisToJson(const Analysis& a, const std::map<int, RankDump>& dum
   return j;
 }
 
-}  // namespace strata::collectives::flight
+}  // namespace strata::cli::flight

@@ -1,4 +1,4 @@
-#include "collectives/flight_analysis.h"
+#include "cli/flight/analysis.h"
 
 #include <algorithm>
 #include <limits>
@@ -8,7 +8,7 @@
 
 #include <c10/util/StringUtil.h>
 
-namespace strata::collectives::flight {
+namespace strata::cli::flight {
 namespace {
 
 // One participant's records of one sequence of operations: a member's collectives in a
@@ -351,4 +351,4 @@ std::string describeEntry(const DumpEntry& e) {
   return text + c10::str(" (", e.numBytes, " bytes)");
 }
 
-}  // namespace strata::collectives::flight
+}  // namespace strata::cli::flight

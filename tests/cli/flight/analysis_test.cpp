@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "collectives/flight_analysis.h"
-#include "collectives/flight_report.h"
+#include "cli/flight/analysis.h"
+#include "cli/flight/report.h"
 
-namespace strata::collectives::flight {
+namespace strata::cli::flight {
 namespace {
 
 constexpr int64_t kBaseNs = 1700000000000000000;  // some Unix time
@@ -254,4 +254,4 @@ TEST(FlightAnalysisReport, WorldSizeOptionFindsRanksThatLeftNothing) {
 }
 
 }  // namespace
-}  // namespace strata::collectives::flight
+}  // namespace strata::cli::flight

@@ -7,9 +7,9 @@
 #include <map>
 #include <string>
 
-#include "collectives/flight_analysis.h"
+#include "cli/flight/analysis.h"
 
-namespace strata::collectives::flight {
+namespace strata::cli::flight {
 
 // Dumps that exist but could not be read: rank -> why.
 using UnreadableDumps = std::map<int, std::string>;
@@ -23,4 +23,4 @@ std::string formatAnalysis(const Analysis& analysis, const std::map<int, RankDum
 nlohmann::ordered_json analysisToJson(const Analysis& analysis, const std::map<int, RankDump>& dumps,
                                       const UnreadableDumps& unreadable);
 
-}  // namespace strata::collectives::flight
+}  // namespace strata::cli::flight
