@@ -2,48 +2,15 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 
 #include "collectives/hierarchical_allreduce.h"
 #include "collectives/shm_algorithms.h"
 #include "collectives/shm_direct.h"
 #include "collectives/shm_domain.h"
-#include "collectives/transport_plan.h"
 #include "core/errors.h"
 #include "core/logging.h"
-#include "transport/shm/ring_plan.h"
 
 namespace strata::collectives {
-
-std::string GroupTopology::describe() const {
-  std::string text = c10::str("ranks=", worldSize, " hosts=", numHosts, " local_ranks=[");
-  for (size_t i = 0; i < localRanks.size(); ++i) text += c10::str(i ? "," : "", localRanks[i]);
-  return text + c10::str("] local_index=", localIndex, uniformLocalSize ? "" : " (uneven hosts)");
-}
-
-GroupTopology buildTopology(int rank, const std::vector<int>& hostIndexOfRank) {
-  GroupTopology t;
-  t.rank = rank;
-  t.worldSize = static_cast<int>(hostIndexOfRank.size());
-  // Dense host numbering in order of first appearance by rank (emplace keeps the first).
-  std::map<int, int> dense;
-  for (int h : hostIndexOfRank) dense.emplace(h, static_cast<int>(dense.size()));
-  std::vector<std::vector<int>> byHost(dense.size());
-  for (int r = 0; r < t.worldSize; ++r) {
-    t.hostOf.push_back(dense.at(hostIndexOfRank[r]));
-    byHost[t.hostOf[r]].push_back(r);
-  }
-  t.numHosts = static_cast<int>(byHost.size());
-  t.localRanks = byHost[t.hostOf[rank]];
-  t.localIndex = static_cast<int>(std::find(t.localRanks.begin(), t.localRanks.end(), rank) -
-                                  t.localRanks.begin());
-  for (const auto& ranks : byHost) {
-    t.maxLocalSize = std::max(t.maxLocalSize, static_cast<int>(ranks.size()));
-    if (ranks.size() != byHost[0].size()) t.uniformLocalSize = false;
-    t.crossHostRanks.push_back(t.localIndex < static_cast<int>(ranks.size()) ? ranks[t.localIndex] : -1);
-  }
-  return t;
-}
 
 Communicator::Communicator(GroupTopology topo, const CommOptions& opts)
     : topo_(std::move(topo)), opts_(opts) {}
@@ -54,84 +21,6 @@ void Communicator::setCallersWaiting(std::shared_ptr<const std::atomic<int>> cal
 
 Communicator::~Communicator() {
   if (opts_.flight) opts_.flight->releaseLane(flightLane_);
-}
-
-std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<bootstrap::Store> store, int rank,
-                                                   std::vector<transport::PeerInfo> peers,
-                                                   const CommOptions& opts) {
-  std::vector<int> hostIndex;
-  for (const auto& p : peers) hostIndex.push_back(p.hostIndex);
-  std::unique_ptr<Communicator> c(new Communicator(buildTopology(rank, hostIndex), opts));
-  c->store_ = store;
-  if (opts.flight) c->joinFlightRecorder();
-  const GroupTopology& t = c->topo_;
-  const TransportPlan plan = planTransports(t, peers, opts);
-  if (plan.shmDomain) {
-    ShmDomainOptions so;
-    so.slotBytes = opts.shmSlotBytes;
-    so.spinsBeforeYield = opts.shmSpinsBeforeYield;
-    so.timeout = opts.timeout;
-    auto hostStore = bootstrap::makePrefixStore(c10::str("host", t.hostOf[rank]), store);
-    c->shm_ = ShmDomain::create(*hostStore, t.localIndex, t.localRanks, so);
-  }
-  if (c->opts_.chunkBytes == 0) {
-    const int cores = c->shm_ ? c->shm_->coresOfDomain() : 1;
-    c->opts_.chunkBytes = defaultChunkBytes(opts.shmSlotBytes, static_cast<int>(t.localRanks.size()), cores);
-  }
-  if (c->opts_.directBlockBytes == 0) c->opts_.directBlockBytes = defaultDirectBlockBytes();
-  // The TCP mesh first (every other rank), then the point-to-point links of other kinds
-  // (shared memory: this host's ranks), each collective over the ranks it joins.
-  if (plan.tcpMesh) {
-    std::vector<int> others;
-    for (int r = 0; r < t.worldSize; ++r)
-      if (r != rank) others.push_back(r);
-    c->connect(transport::Kind::kTcp, peers, others);
-    LinkSet& cross = c->crossLinks_;
-    cross.timeout = opts.timeout;
-    for (int r : t.crossHostRanks) {
-      if (r < 0) continue;
-      if (r == rank) cross.self = cross.size();
-      cross.conns.push_back(r == rank ? nullptr : c->link(transport::Kind::kTcp, r));
-      cross.memberRanks.push_back(r);
-    }
-  }
-  c->p2pLinks_ = plan.p2p;
-  std::vector<int> shmPeers;
-  for (int r = 0; r < t.worldSize; ++r)
-    if (plan.p2p[r] == transport::Kind::kShm) shmPeers.push_back(r);
-  if (!shmPeers.empty()) c->connect(transport::Kind::kShm, peers, shmPeers);
-  STRATA_LOG(kInfo, kInit, "group ", t.describe(), " shm=", c->shm_ ? "on" : "off",
-             " tcp_connections=", c->tcpLinks().empty() ? 0 : t.worldSize - 1, " p2p_shm_links=", shmPeers.size());
-  return c;
-}
-
-transport::TransportOptions Communicator::transportOptions() const {
-  transport::TransportOptions to;
-  to.timeout = opts_.timeout;
-  to.jobSecret = opts_.jobSecret;
-  to.encryptInterHost = opts_.encryptInterHost;
-  to.advertiseHost = opts_.advertiseHost;
-  to.bindHost = opts_.bindHost;
-  if (shm_) {
-    const int localSize = static_cast<int>(topo_.localRanks.size());
-    to.localPeers = shm_.get();
-    to.ringBytes = transport::shm::p2pRingBytes(localSize, opts_.p2pRingBytes);
-    to.yield = std::chrono::microseconds(
-        transport::shm::p2pYieldUs(localSize, shm_->coresOfDomain(), opts_.p2pYieldUs));
-  }
-  return to;
-}
-
-void Communicator::connect(transport::Kind kind, const std::vector<transport::PeerInfo>& peers,
-                           const std::vector<int>& ranks) {
-  auto& made = transports_[transport::kindIndex(kind)];
-  made = transport::builtinRegistry().entry(kind).make(transportOptions());
-  std::vector<transport::PeerInfo> targets;
-  for (int r : ranks) targets.push_back(peers[r]);
-  auto conns = made->connect(*store_, peers[topo_.rank], targets);
-  auto& links = links_[transport::kindIndex(kind)];
-  links.resize(peers.size());
-  for (size_t i = 0; i < ranks.size(); ++i) links[ranks[i]] = std::move(conns[i]);
 }
 
 TopologySummary Communicator::summary() const {
@@ -203,115 +92,6 @@ void Communicator::guarded(const CollSignature& sig, flight::Ticket enqueued, Fn
     failAndRethrow(sig, std::current_exception());
   }
   if (flight_) flight_->finish(ticket, true);
-}
-
-namespace {
-
-// A failure record in the group's store: "<kind>|<rank>|<message>".
-constexpr const char* kFailureKey = "failure/first";
-constexpr const char* kFailureClaimKey = "failure/claimed";
-// Reading a failure record must not hang on a store whose host died.
-constexpr std::chrono::milliseconds kFailureRecordTimeout{2000};
-
-char kindOf(std::exception_ptr error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const MismatchError&) {
-    return 'M';
-  } catch (const TimeoutError&) {
-    return 'T';
-  } catch (...) {
-    return 'N';
-  }
-}
-
-ShmDomain::AbortKind abortKindOf(char kind) {
-  return kind == 'M' ? ShmDomain::AbortKind::kMismatch
-                     : kind == 'T' ? ShmDomain::AbortKind::kTimeout : ShmDomain::AbortKind::kNetwork;
-}
-
-// The flight recorder's name for a failure of kind 'M', 'T' or 'N' (see kindOf);
-// `ownError`, when this rank failed first, tells a dead peer from another error.
-std::string flightTrigger(char kind, const std::exception_ptr* ownError) {
-  if (kind == 'M') return "mismatch";
-  if (kind == 'T') return "timeout";
-  if (ownError == nullptr) return "network";
-  try {
-    std::rethrow_exception(*ownError);
-  } catch (const NetworkError&) {
-    return "network";
-  } catch (...) {
-    return "error";
-  }
-}
-
-std::string messageOf(std::exception_ptr error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "unknown error";
-  }
-}
-
-}  // namespace
-
-void Communicator::closeConnections(const std::string& why, transport::CloseReason reason) {
-  for (auto& conns : links_)
-    for (auto& conn : conns)
-      if (conn) conn->close(why, reason);
-}
-
-void Communicator::failAndRethrow(const CollSignature& sig, std::exception_ptr error) {
-  const char kind = kindOf(error);
-  const std::string mine = messageOf(error);
-  STRATA_LOG(kError, kColl, describe(sig), " failed: ", mine);
-  // 1. The first rank to fail records why, before its peers can notice anything.
-  std::string firstRecord;
-  try {
-    if (store_->add(kFailureClaimKey, 1) == 1) {
-      bootstrap::setString(*store_, kFailureKey, c10::str(kind, "|", topo_.rank, "|", mine));
-    } else {
-      firstRecord = bootstrap::getString(*store_, kFailureKey, kFailureRecordTimeout);
-    }
-  } catch (const std::exception&) {
-    // The store went down with its host: our own error is all there is to report.
-  }
-  const size_t bar1 = firstRecord.find('|'), bar2 = firstRecord.find('|', bar1 + 1);
-  const bool secondary = bar1 != std::string::npos && bar2 != std::string::npos &&
-                         firstRecord.substr(bar1 + 1, bar2 - bar1 - 1) != std::to_string(topo_.rank);
-  const std::string text =
-      secondary ? c10::str(describe(sig), " failed because rank ", firstRecord.substr(bar1 + 1, bar2 - bar1 - 1),
-                           " failed first: ", firstRecord.substr(bar2 + 1), " (here: ", mine, ")")
-                : mine;
-  const char finalKind = secondary ? firstRecord[0] : kind;
-  failure_ = text;  // written once, before failed_ publishes it to other threads
-  lostPeer_ = finalKind != 'M' && finalKind != 'T';
-  failed_ = true;
-  // 2. The flight recorder's dump, before the peers are told: they may exit (and a
-  // launcher kill this rank) as soon as they know.
-  reportFlightFailure(flightTrigger(finalKind, secondary ? nullptr : &error), describe(sig), text);
-  // 3. Peers on this host and peers over TCP fail at once instead of timing out.
-  if (shm_) shm_->abort(-1, text, abortKindOf(finalKind));
-  closeConnections(text, finalKind == 'M'   ? transport::CloseReason::kMismatch
-                         : finalKind == 'T' ? transport::CloseReason::kTimeout
-                                            : transport::CloseReason::kNetwork);
-  // 4. A secondary failure reports the first one, with its error type.
-  if (!secondary) std::rethrow_exception(error);
-  switch (firstRecord[0]) {
-    case 'M': STRATA_THROW(MismatchError, text);
-    case 'T': STRATA_THROW(TimeoutError, text);
-    default: STRATA_THROW(NetworkError, text);
-  }
-}
-
-void Communicator::abort(const std::string& reason) {
-  failure_ = reason;
-  lostPeer_ = true;  // the peers see this rank as gone
-  failed_ = true;
-  if (shm_) shm_->abort(topo_.rank, reason);
-  closeConnections(c10::str("rank ", topo_.rank, " aborted the group: ", reason), transport::CloseReason::kNetwork);
 }
 
 namespace {

@@ -21,6 +21,7 @@
 #include "collectives/shard_plan.h"
 #include "collectives/shared_buffers.h"
 #include "collectives/signature.h"
+#include "collectives/topology.h"
 #include "collectives/tcp_algorithms.h"
 #include "strata/types.h"
 #include "transport/registry.h"
@@ -56,21 +57,6 @@ struct CommOptions {
   std::string groupName = "world";
   std::vector<int> worldRanks;
 };
-
-// Pure: the host layout of a group, from each member's hostIndex.
-struct GroupTopology {
-  int rank = 0;
-  int worldSize = 1;
-  std::vector<int> hostOf;          // host index (dense, 0..numHosts-1) per rank
-  std::vector<int> localRanks;      // ranks on my host, ascending
-  int localIndex = 0;               // my position in localRanks
-  std::vector<int> crossHostRanks;  // per host, the rank with my local index (-1 if none)
-  int numHosts = 1;
-  int maxLocalSize = 1;
-  bool uniformLocalSize = true;
-  std::string describe() const;
-};
-GroupTopology buildTopology(int rank, const std::vector<int>& hostIndexOfRank);
 
 // The flight recorder's operation for a collective kind.
 inline flight::Op flightOpOf(CollKind kind) {

@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "collectives/topology.h"
 #include "transport/registry.h"
 #include "transport/transport.h"
 
 namespace strata::collectives {
 
-struct GroupTopology;
 struct CommOptions;
 
 struct TransportPlan {
