@@ -84,7 +84,7 @@ void ShmOp::wait(std::chrono::milliseconds timeout) {
   const auto spinUntil = start + kLinkSpin;
   // Then, for the core's yield window, it keeps the core but gives it to any other runnable
   // thread of this process (sched_yield), and only then sleeps: a sleeping waiter's wakeup
-  // costs far more than the spin (p2p_link_plan.h, p2pYieldUs).
+  // costs far more than the spin (ring_plan.h, p2pYieldUs).
   const auto yieldUntil = start + std::max(kLinkSpin, core_->yieldWindow());
   while (!done()) {
     const uint32_t seen = core_->bellValue();
