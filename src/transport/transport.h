@@ -95,9 +95,10 @@ class Transport {
  public:
   virtual ~Transport() = default;
   virtual std::string_view name() const = 0;
-  // Publishes our address in `store`, reads the peers', connects to each of `peers`
-  // (ranks other than self). Returns connections indexed like `peers`. Collective over
-  // self and all peers. Throws StoreError / TimeoutError naming the missing peer.
+  // Connects to each of `peers` (ranks other than self), meeting them through `store` (TCP
+  // publishes its address there and reads the peers') or the kind's own rendezvous (shared
+  // memory: its LocalPeers). Returns connections indexed like `peers`. Collective over self
+  // and all peers. Throws StoreError / TimeoutError naming the missing peer.
   virtual std::vector<std::unique_ptr<Connection>> connect(bootstrap::Store& store,
                                                            const PeerInfo& self,
                                                            const std::vector<PeerInfo>& peers) = 0;
